@@ -1,0 +1,83 @@
+/*
+ * The shared HTTP server (libmicrohttpd). There is one listener per distinct
+ * endpoint; components register routes on it, so two components naming the
+ * same host:port share one port (the pprof receiver and the store's query
+ * API answer on :4040 together, like a Pyroscope server).
+ *
+ * Routes are registered before fc_http_registry_start(). A handler runs on
+ * one of the server's threads with the whole body in memory (bounded by the
+ * route's max_body: larger bodies get 413 without reaching the handler).
+ */
+#ifndef FC_HTTP_SERVER_H
+#define FC_HTTP_SERVER_H
+
+#include "core/buf.h"
+#include "core/err.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct fc_http_registry;
+struct fc_http_server;
+
+struct fc_http_request {
+    const char *method;
+    const char *path;
+    const uint8_t *body;
+    size_t body_len;
+    void *conn; /* struct MHD_Connection *, for the accessors below */
+};
+
+#define FC_HTTP_MAX_HEADERS 8
+
+struct fc_http_response {
+    int status;
+    const char *content_type; /* static string */
+    struct fc_buf body;
+    int n_headers;
+    char *headers[FC_HTTP_MAX_HEADERS][2]; /* owned, freed after sending */
+};
+
+typedef void (*fc_http_handler_fn)(void *ctx, const struct fc_http_request *req,
+                                   struct fc_http_response *resp);
+
+/* A request header or query parameter, or NULL. Valid during the handler. */
+const char *fc_http_header(const struct fc_http_request *req, const char *name);
+const char *fc_http_query(const struct fc_http_request *req, const char *name);
+void fc_http_response_header(struct fc_http_response *resp, const char *name, const char *value);
+/* Sets status and a text/plain body (a message naming the problem). */
+void fc_http_response_text(struct fc_http_response *resp, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+struct fc_http_options {
+    int threads;             /* 0 = one per CPU */
+    int64_t read_timeout_ns; /* idle connection timeout */
+    unsigned max_connections;
+};
+
+struct fc_http_registry *fc_http_registry_new(const struct fc_http_options *opts);
+void fc_http_registry_free(struct fc_http_registry *reg);
+
+/* The server for endpoint ("host:port", ":port"), created on first use. */
+struct fc_http_server *fc_http_server_get(struct fc_http_registry *reg, const char *endpoint,
+                                          struct fc_error *err);
+
+/*
+ * Registers a route. path: exact ("/ingest"), or a prefix when it ends in
+ * '*' ("/querier.v1.QuerierService/" + "*"). method: "POST", or NULL for any.
+ * A path registered twice on one server is a configuration error.
+ */
+int fc_http_route(struct fc_http_server *srv, const char *method, const char *path, size_t max_body,
+                  fc_http_handler_fn fn, void *ctx, const char *owner, struct fc_error *err);
+
+/* Starts listening on every endpoint; fails (and listens nowhere) if one cannot bind. */
+int fc_http_registry_start(struct fc_http_registry *reg, struct fc_error *err);
+/* Stops accepting, lets in-flight requests finish until grace_ns, then stops. */
+void fc_http_registry_stop(struct fc_http_registry *reg, int64_t grace_ns);
+
+/* Parses "host:port" / ":port" / "[v6]:port" into host and port. */
+int fc_parse_endpoint(const char *endpoint, char *host, size_t host_size, uint16_t *port,
+                      struct fc_error *err);
+
+#endif

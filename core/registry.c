@@ -1,0 +1,38 @@
+#include "core/registry.h"
+
+#include <string.h>
+
+/* Adding a component: its folder, and one line in the table below. */
+extern const struct fc_exporter_type fc_debug_exporter;
+
+static const struct fc_registry_entry types[] = {
+    {FC_KIND_EXPORTER, &fc_debug_exporter.info},
+};
+
+const char *fc_kind_name(enum fc_kind kind)
+{
+    static const char *const names[] = {"receiver", "processor", "exporter"};
+    return names[kind];
+}
+
+const char *fc_kind_section(enum fc_kind kind)
+{
+    static const char *const names[] = {"receivers", "processors", "exporters"};
+    return names[kind];
+}
+
+const struct fc_registry_entry *fc_registry_find(enum fc_kind kind, const char *name)
+{
+    for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
+        if (types[i].kind == kind && strcmp(types[i].info->name, name) == 0) {
+            return &types[i];
+        }
+    }
+    return NULL;
+}
+
+const struct fc_registry_entry *fc_registry_all(size_t *n)
+{
+    *n = sizeof(types) / sizeof(types[0]);
+    return types;
+}
