@@ -19,3 +19,21 @@ int fc_folded_write_profile(const struct fc_batch *b, const struct fc_profile *p
                             struct fc_buf *out);
 
 #endif
+
+#ifndef FC_FORMATS_FOLDED_DECODE
+#define FC_FORMATS_FOLDED_DECODE
+#include "core/err.h"
+#include <stdbool.h>
+#include <stddef.h>
+
+/*
+ * Reads folded text into profile p of b (whose sample types the caller set;
+ * values go to type 0). Each line is "frame;frame;leaf <count>", split at
+ * the last space; with `lines` set each line is one stack of weight 1
+ * instead. Empty lines and lines without a count are skipped, as Pyroscope
+ * does; a count that is not an integer is an error naming the line.
+ * Stacks deeper than max_depth (0 = any) keep their root-most frames.
+ */
+int fc_folded_decode(struct fc_batch *b, struct fc_profile *p, const char *text, size_t len,
+                     bool lines, uint32_t max_depth, struct fc_error *err);
+#endif

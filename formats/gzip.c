@@ -3,8 +3,7 @@
 #include <string.h>
 #include <zlib.h>
 
-int fc_gunzip(const uint8_t *in, size_t len, size_t limit, struct fc_buf *out,
-              struct fc_error *err)
+int fc_gunzip(const uint8_t *in, size_t len, size_t limit, struct fc_buf *out, struct fc_error *err)
 {
     z_stream z;
     uint8_t chunk[65536];

@@ -115,8 +115,9 @@ static int malformed(struct decoder *d, const char *what)
 
 static int over_budget(struct decoder *d)
 {
-    return fc_errorf(d->err, FC_ETOOBIG, "pprof: decoded profile exceeds the memory limit of %zu "
-                                         "bytes",
+    return fc_errorf(d->err, FC_ETOOBIG,
+                     "pprof: decoded profile exceeds the memory limit of %zu "
+                     "bytes",
                      d->b->arena->budget);
 }
 
@@ -156,8 +157,9 @@ static int scan_top(struct decoder *d, const uint8_t *data, size_t len)
         case PROFILE_STRING_TABLE:
         case PROFILE_PERIOD_TYPE:
             if (f.wire != FC_PB_LEN) {
-                return fc_errorf(d->err, FC_EPROTO, "pprof: field %u has wire type %d, expected a "
-                                                    "length-delimited message",
+                return fc_errorf(d->err, FC_EPROTO,
+                                 "pprof: field %u has wire type %d, expected a "
+                                 "length-delimited message",
                                  f.number, (int)f.wire);
             }
             break;
@@ -379,8 +381,7 @@ static int decode_mappings(struct decoder *d)
             return check(d, rc);
         }
         if (!fc_idmap_put(&d->mappings_by_id, id, idx)) {
-            return fc_errorf(d->err, FC_EPROTO, "pprof: mapping %zu: duplicate id %" PRIu64, i,
-                             id);
+            return fc_errorf(d->err, FC_EPROTO, "pprof: mapping %zu: duplicate id %" PRIu64, i, id);
         }
     }
     return FC_OK;
@@ -589,8 +590,8 @@ static int decode_samples(struct decoder *d, struct fc_profile *p)
         }
         if (d->values.n != p->n_sample_types) {
             return fc_errorf(d->err, FC_EPROTO,
-                             "pprof: sample %zu has %zu values for %u sample types", i,
-                             d->values.n, p->n_sample_types);
+                             "pprof: sample %zu has %zu values for %u sample types", i, d->values.n,
+                             p->n_sample_types);
         }
         /* Too deep: keep the root-most frames (the end of the leaf-first list). */
         skip = 0;
@@ -738,7 +739,7 @@ int fc_pprof_decode(struct fc_batch *b, const uint8_t *data, size_t len,
 
 struct encoder {
     const struct fc_batch *b;
-    uint32_t *str_ids; /* dict string -> pprof index + 1 (0 = not yet) */
+    uint32_t *str_ids;     /* dict string -> pprof index + 1 (0 = not yet) */
     struct u64vec strings; /* pprof index -> dict string, or extra (high bit set) */
     char **extra;          /* strings made while encoding (numbers as text) */
     size_t n_extra;

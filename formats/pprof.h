@@ -18,8 +18,8 @@
 #include <stdint.h>
 
 struct fc_pprof_limits {
-    size_t max_decompressed;   /* gunzip output cap, bytes; 0 = none */
-    uint32_t max_stack_depth;  /* deeper stacks keep their root-most frames; 0 = none */
+    size_t max_decompressed;    /* gunzip output cap, bytes; 0 = none */
+    uint32_t max_stack_depth;   /* deeper stacks keep their root-most frames; 0 = none */
     uint32_t max_sample_labels; /* more labels on one sample is an error; 0 = none */
 };
 

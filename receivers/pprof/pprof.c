@@ -1,0 +1,358 @@
+/*
+ * pprof receiver: accepts what Grafana Pyroscope's SDKs push (POST /ingest
+ * and the Connect push.v1.PusherService/Push), unchanged, on one HTTP port.
+ */
+#include "receivers/pprof/pprof.h"
+
+#include "core/log.h"
+#include "core/mem.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const struct fc_field basic_fields[] = {
+    {"username", FC_FIELD_STR, "",
+     offsetof(struct pprof_config, auth.basic.username) - offsetof(struct pprof_config, auth.basic),
+     "HTTP basic auth user"},
+    {"password", FC_FIELD_STR, "",
+     offsetof(struct pprof_config, auth.basic.password) - offsetof(struct pprof_config, auth.basic),
+     "HTTP basic auth password"},
+    {NULL},
+};
+
+static const struct fc_field auth_fields[] = {
+    {"bearer_token", FC_FIELD_STR, "",
+     offsetof(struct pprof_config, auth.bearer_token) - offsetof(struct pprof_config, auth),
+     "when set, requests must send `Authorization: Bearer <token>`"},
+    {"basic", FC_FIELD_OBJECT, NULL,
+     offsetof(struct pprof_config, auth.basic) - offsetof(struct pprof_config, auth),
+     "when a username is set, requests must send matching basic auth", .sub = basic_fields},
+    {NULL},
+};
+
+static const struct fc_field pprof_fields[] = {
+    {"endpoint", FC_FIELD_STR, "127.0.0.1:4040", offsetof(struct pprof_config, endpoint),
+     "host:port to listen on (shared with other components naming the same endpoint)"},
+    {"max_request_body_size", FC_FIELD_SIZE, "16MiB",
+     offsetof(struct pprof_config, max_request_body_size), "larger request bodies get 413"},
+    {"max_decompressed_size", FC_FIELD_SIZE, "128MiB",
+     offsetof(struct pprof_config, max_decompressed_size),
+     "a gzipped profile that inflates past this gets 413 (decompression bombs)"},
+    {"max_stack_depth", FC_FIELD_INT, "1024", offsetof(struct pprof_config, max_stack_depth),
+     "deeper stacks keep their root-most frames (0 = no limit)"},
+    {"max_sample_labels", FC_FIELD_INT, "100", offsetof(struct pprof_config, max_sample_labels),
+     "a sample with more pprof labels is refused (0 = no limit)"},
+    {"max_labels", FC_FIELD_INT, "30", offsetof(struct pprof_config, max_labels),
+     "series labels per profile, including service_name and __name__"},
+    {"max_label_name_length", FC_FIELD_INT, "1024",
+     offsetof(struct pprof_config, max_label_name_length), "longest series label name"},
+    {"max_label_value_length", FC_FIELD_INT, "2048",
+     offsetof(struct pprof_config, max_label_value_length), "longest series label value"},
+    {"retry_after", FC_FIELD_DURATION, "5s", offsetof(struct pprof_config, retry_after),
+     "Retry-After sent with 429/503 when the pipeline pushes back"},
+    {"auth", FC_FIELD_OBJECT, NULL, offsetof(struct pprof_config, auth),
+     "optional authentication (bearer token or basic)", .sub = auth_fields},
+    {NULL},
+};
+
+static char *base64(const char *in)
+{
+    static const char tbl[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    size_t n = strlen(in);
+    char *out = fc_xmalloc((n + 2) / 3 * 4 + 1);
+    size_t o = 0;
+
+    for (size_t i = 0; i < n; i += 3) {
+        uint32_t v = (uint32_t)(unsigned char)in[i] << 16;
+        if (i + 1 < n) {
+            v |= (uint32_t)(unsigned char)in[i + 1] << 8;
+        }
+        if (i + 2 < n) {
+            v |= (unsigned char)in[i + 2];
+        }
+        out[o++] = tbl[(v >> 18) & 63];
+        out[o++] = tbl[(v >> 12) & 63];
+        out[o++] = i + 1 < n ? tbl[(v >> 6) & 63] : '=';
+        out[o++] = i + 2 < n ? tbl[v & 63] : '=';
+    }
+    out[o] = '\0';
+    return out;
+}
+
+static int pprof_create(struct fc_receiver *self, struct fc_error *err)
+{
+    const struct pprof_config *cfg = self->config;
+    struct pprof_receiver *r;
+    char host[256];
+    uint16_t port;
+
+    if (fc_parse_endpoint(cfg->endpoint, host, sizeof(host), &port, err) != FC_OK) {
+        return err->code;
+    }
+    if (cfg->max_request_body_size <= 0 || cfg->max_decompressed_size <= 0) {
+        return fc_errorf(err, FC_ECONFIG,
+                         "max_request_body_size and max_decompressed_size must "
+                         "be positive");
+    }
+    if (cfg->max_stack_depth < 0 || cfg->max_sample_labels < 0 || cfg->max_labels <= 0) {
+        return fc_errorf(err, FC_ECONFIG, "limits must not be negative (max_labels at least 1)");
+    }
+    if (cfg->auth.bearer_token[0] != '\0' && cfg->auth.basic.username[0] != '\0') {
+        return fc_errorf(err, FC_ECONFIG, "auth: set bearer_token or basic, not both");
+    }
+    r = fc_xcalloc(1, sizeof(*r));
+    r->self = self;
+    r->cfg = cfg;
+    r->limits.max_decompressed = (size_t)cfg->max_decompressed_size;
+    r->limits.max_stack_depth = (uint32_t)cfg->max_stack_depth;
+    r->limits.max_sample_labels = (uint32_t)cfg->max_sample_labels;
+    if (cfg->auth.basic.username[0] != '\0') {
+        char *pair = fc_xasprintf("%s:%s", cfg->auth.basic.username, cfg->auth.basic.password);
+        char *enc = base64(pair);
+        r->basic_expected = fc_xasprintf("Basic %s", enc);
+        free(pair);
+        free(enc);
+    }
+    self->ctx = r;
+    return FC_OK;
+}
+
+static int pprof_start(struct fc_receiver *self, struct fc_host *host, struct fc_error *err)
+{
+    struct pprof_receiver *r = self->ctx;
+    struct fc_http_server *srv = fc_http_server_get(host->http, r->cfg->endpoint, err);
+    size_t max = (size_t)r->cfg->max_request_body_size;
+
+    if (srv == NULL) {
+        return err->code;
+    }
+    if (fc_http_route(srv, "POST", "/ingest", max, pprof_handle_ingest, r, self->id, err) ||
+        fc_http_route(srv, "POST", "/pyroscope/ingest", max, pprof_handle_ingest, r, self->id,
+                      err) ||
+        fc_http_route(srv, "POST", "/push.v1.PusherService/Push", max, pprof_handle_push, r,
+                      self->id, err)) {
+        return err->code;
+    }
+    return FC_OK;
+}
+
+static void pprof_destroy(struct fc_receiver *self)
+{
+    struct pprof_receiver *r = self->ctx;
+
+    free(r->basic_expected);
+    free(r);
+    self->ctx = NULL;
+}
+
+/* Constant-time compare, so a token cannot be guessed byte by byte from timings. */
+static int secret_equal(const char *a, const char *b)
+{
+    size_t na = strlen(a), nb = strlen(b);
+    unsigned char diff = (unsigned char)(na != nb);
+
+    for (size_t i = 0; i < na && i < nb; i++) {
+        diff |= (unsigned char)(a[i] ^ b[i]);
+    }
+    return diff == 0;
+}
+
+/* Tenant ids as Cortex/Pyroscope accept them. */
+static int valid_tenant(const char *t)
+{
+    size_t n = strlen(t);
+
+    if (n == 0 || n > 150 || strcmp(t, ".") == 0 || strcmp(t, "..") == 0) {
+        return 0;
+    }
+    for (const char *p = t; *p; p++) {
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+              strchr("!-_.*'()", *p) != NULL)) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+int pprof_check_request(struct pprof_receiver *r, const struct fc_http_request *req,
+                        struct fc_http_response *resp, const char **tenant)
+{
+    const char *auth = fc_http_header(req, "Authorization");
+    const char *org = fc_http_header(req, "X-Scope-OrgID");
+    struct fc_error err = {0};
+
+    if (r->cfg->auth.bearer_token[0] != '\0') {
+        if (auth == NULL || strncmp(auth, "Bearer ", 7) != 0 ||
+            !secret_equal(auth + 7, r->cfg->auth.bearer_token)) {
+            fc_errorf(&err, FC_EAUTH, "missing or wrong bearer token");
+            fc_http_response_header(resp, "WWW-Authenticate", "Bearer");
+            pprof_error(r, resp, 401, &err);
+            return -1;
+        }
+    } else if (r->basic_expected != NULL) {
+        if (auth == NULL || !secret_equal(auth, r->basic_expected)) {
+            fc_errorf(&err, FC_EAUTH, "missing or wrong basic auth credentials");
+            fc_http_response_header(resp, "WWW-Authenticate", "Basic realm=\"flamecol\"");
+            pprof_error(r, resp, 401, &err);
+            return -1;
+        }
+    }
+    *tenant = "anonymous";
+    if (org != NULL) {
+        if (!valid_tenant(org)) {
+            fc_errorf(&err, FC_EPROTO,
+                      "X-Scope-OrgID \"%.64s\" is not a valid tenant id (1-150 characters of "
+                      "A-Z a-z 0-9 ! - _ . * ' ( ))",
+                      org);
+            pprof_error(r, resp, 400, &err);
+            return -1;
+        }
+        *tenant = org;
+    }
+    return 0;
+}
+
+struct fc_batch *pprof_new_batch(struct pprof_receiver *r, const char *tenant)
+{
+    /* Decoded tables take a few times the wire size; the cap keeps one request bounded. */
+    struct fc_batch *b = fc_batch_new((size_t)r->cfg->max_decompressed_size * 4);
+
+    if (b != NULL && fc_batch_set_tenant(b, tenant) != FC_OK) {
+        fc_batch_unref(b);
+        return NULL;
+    }
+    return b;
+}
+
+int pprof_check_labels(struct pprof_receiver *r, const struct fc_batch *b, struct fc_error *err)
+{
+    for (uint32_t i = 0; i < b->n_profiles; i++) {
+        const struct fc_profile *p = &b->profiles[i];
+        if (p->n_labels > (uint32_t)r->cfg->max_labels) {
+            return fc_errorf(err, FC_EPROTO,
+                             "profile has %u series labels, more than max_labels "
+                             "(%lld)",
+                             p->n_labels, (long long)r->cfg->max_labels);
+        }
+        for (uint32_t j = 0; j < p->n_labels; j++) {
+            uint32_t nl = b->dict.str_len[p->labels[j].name];
+            uint32_t vl = b->dict.str_len[p->labels[j].value];
+            if (nl > (uint64_t)r->cfg->max_label_name_length) {
+                return fc_errorf(err, FC_EPROTO,
+                                 "label name \"%.64s...\" is longer than "
+                                 "max_label_name_length (%lld)",
+                                 fc_str(b, p->labels[j].name),
+                                 (long long)r->cfg->max_label_name_length);
+            }
+            if (vl > (uint64_t)r->cfg->max_label_value_length) {
+                return fc_errorf(err, FC_EPROTO,
+                                 "value of label %s is longer than "
+                                 "max_label_value_length (%lld)",
+                                 fc_str(b, p->labels[j].name),
+                                 (long long)r->cfg->max_label_value_length);
+            }
+        }
+    }
+    return FC_OK;
+}
+
+int pprof_profile_id_to_span_id(struct fc_batch *b)
+{
+    uint32_t from, to;
+    int rc = fc_dict_cstring(b, "profile_id", &from);
+
+    rc = rc ? rc : fc_dict_cstring(b, "span_id", &to);
+    if (rc != FC_OK) {
+        return rc;
+    }
+    /* The batch is still the receiver's own, so its dictionary may change in place. */
+    for (uint32_t i = 1; i < b->dict.n_attrs; i++) {
+        if (b->dict.attrs[i].key == from) {
+            b->dict.attrs[i].key = to;
+        }
+    }
+    return FC_OK;
+}
+
+static const char *connect_code(int status)
+{
+    switch (status) {
+    case 400:
+        return "invalid_argument";
+    case 401:
+        return "unauthenticated";
+    case 404:
+        return "not_found";
+    case 413:
+    case 429:
+        return "resource_exhausted";
+    case 501:
+        return "unimplemented";
+    case 503:
+        return "unavailable";
+    case 500:
+        return "internal";
+    default:
+        return "unknown";
+    }
+}
+
+void pprof_error(struct pprof_receiver *r, struct fc_http_response *resp, int status,
+                 const struct fc_error *err)
+{
+    char secs[32];
+
+    if (status == 0) {
+        status = fc_err_http_status(err->code);
+    }
+    resp->status = status;
+    resp->content_type = "application/json";
+    fc_buf_reset(&resp->body);
+    fc_buf_printf(&resp->body, "{\"code\":\"%s\",\"message\":\"", connect_code(status));
+    fc_buf_json_escape(&resp->body, err->msg, strlen(err->msg));
+    fc_buf_puts(&resp->body, "\"}");
+    if (status == 429 || status == 503) {
+        snprintf(secs, sizeof(secs), "%lld",
+                 (long long)((r->cfg->retry_after + 999999999LL) / 1000000000LL));
+        fc_http_response_header(resp, "Retry-After", secs);
+    }
+    if (status >= 500 || status == 429) {
+        fc_log_warn(r->self->id, "refused request: %s", err->msg);
+    } else {
+        fc_log_debug(r->self->id, "refused request (%d): %s", status, err->msg);
+    }
+}
+
+void pprof_deliver(struct pprof_receiver *r, struct fc_batch *b, struct fc_http_response *resp)
+{
+    struct fc_error err = {0};
+    int rc = pprof_check_labels(r, b, &err);
+
+    if (rc == FC_OK) {
+        rc = fc_receiver_consume(r->self, b, &err);
+    } else {
+        fc_metric_add(r->self->metrics.failed_samples, (int64_t)fc_batch_sample_count(b));
+        fc_metric_add(r->self->metrics.failed_batches, 1);
+    }
+    if (rc != FC_OK) {
+        pprof_error(r, resp, 0, &err);
+        return;
+    }
+    resp->status = 200;
+}
+
+const struct fc_receiver_type fc_pprof_receiver = {
+    .info =
+        {
+            .name = "pprof",
+            .description = "Pyroscope-compatible push: POST /ingest (pprof, multipart, folded) "
+                           "and /push.v1.PusherService/Push",
+            .stability = FC_STABILITY_BETA,
+            .fields = pprof_fields,
+            .config_size = sizeof(struct pprof_config),
+        },
+    .create = pprof_create,
+    .start = pprof_start,
+    .destroy = pprof_destroy,
+};

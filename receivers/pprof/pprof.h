@@ -1,0 +1,57 @@
+/* Private to receivers/pprof: the config and what its .c files share. */
+#ifndef FC_RECEIVERS_PPROF_H
+#define FC_RECEIVERS_PPROF_H
+
+#include "core/component.h"
+#include "core/http_server.h"
+#include "core/metrics.h"
+#include "formats/pprof.h"
+
+#include <stdint.h>
+
+struct pprof_config {
+    const char *endpoint;
+    int64_t max_request_body_size;
+    int64_t max_decompressed_size;
+    int64_t max_stack_depth;
+    int64_t max_sample_labels;
+    int64_t max_labels;
+    int64_t max_label_name_length;
+    int64_t max_label_value_length;
+    int64_t retry_after;
+    struct {
+        const char *bearer_token;
+        struct {
+            const char *username;
+            const char *password;
+        } basic;
+    } auth;
+};
+
+struct pprof_receiver {
+    struct fc_receiver *self;
+    const struct pprof_config *cfg;
+    struct fc_pprof_limits limits;
+    char *basic_expected; /* "Basic base64(user:pass)", or NULL */
+};
+
+/* Authorization and X-Scope-OrgID; on failure fills resp and returns non-zero. */
+int pprof_check_request(struct pprof_receiver *r, const struct fc_http_request *req,
+                        struct fc_http_response *resp, const char **tenant);
+/* A new batch with the receiver's memory budget and the request's tenant. */
+struct fc_batch *pprof_new_batch(struct pprof_receiver *r, const char *tenant);
+/* Checks series-label limits of every profile in the batch. */
+int pprof_check_labels(struct pprof_receiver *r, const struct fc_batch *b, struct fc_error *err);
+/* Renames pprof label profile_id to span_id (what Pyroscope does). */
+int pprof_profile_id_to_span_id(struct fc_batch *b);
+/* Sends the batch down the pipelines and maps the outcome to an HTTP answer. */
+void pprof_deliver(struct pprof_receiver *r, struct fc_batch *b, struct fc_http_response *resp);
+/* An error answer: status from code (or forced when status != 0), JSON {code,message}. */
+void pprof_error(struct pprof_receiver *r, struct fc_http_response *resp, int status,
+                 const struct fc_error *err);
+
+void pprof_handle_ingest(void *ctx, const struct fc_http_request *req,
+                         struct fc_http_response *resp);
+void pprof_handle_push(void *ctx, const struct fc_http_request *req, struct fc_http_response *resp);
+
+#endif
