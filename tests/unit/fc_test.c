@@ -1,0 +1,52 @@
+#include "tests/unit/fc_test.h"
+
+#include "config/load.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+uint8_t *fc_test_read(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    uint8_t *buf;
+    long n;
+
+    if (f == NULL) {
+        return NULL;
+    }
+    fseek(f, 0, SEEK_END);
+    n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    buf = malloc((size_t)n + 1);
+    if (buf == NULL || fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        fclose(f);
+        free(buf);
+        return NULL;
+    }
+    fclose(f);
+    buf[n] = '\0';
+    *len = (size_t)n;
+    return buf;
+}
+
+const char *fc_test_corpus(void)
+{
+    const char *dir = getenv("FLAMECOL_CORPUS");
+    return dir ? dir : "../shared/corpus";
+}
+
+struct fc_node *fc_test_yaml(struct fc_arena *a, const char *text, struct fc_diag *diag)
+{
+    return fc_config_load_string(a, "test.yaml", text, strlen(text), diag);
+}
+
+int fc_test_diag_has(const struct fc_diag *d, const char *needle)
+{
+    for (size_t i = 0; i < d->n; i++) {
+        if (strstr(d->entries[i].text, needle) != NULL) {
+            return 1;
+        }
+    }
+    return 0;
+}

@@ -1,0 +1,21 @@
+/* Helpers shared by the cmocka unit tests. */
+#ifndef FC_TEST_H
+#define FC_TEST_H
+
+#include "config/diag.h"
+#include "config/node.h"
+#include "core/arena.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Reads a whole file (malloc'd, NUL-terminated); NULL when missing. */
+uint8_t *fc_test_read(const char *path, size_t *len);
+/* The shared corpus directory (FLAMECOL_CORPUS, else ../shared/corpus). */
+const char *fc_test_corpus(void);
+/* Parses YAML text named "test.yaml" into arena; diagnostics in diag. */
+struct fc_node *fc_test_yaml(struct fc_arena *a, const char *text, struct fc_diag *diag);
+/* True when some diagnostic contains needle. */
+int fc_test_diag_has(const struct fc_diag *d, const char *needle);
+
+#endif

@@ -1,0 +1,248 @@
+/* Folded text, multipart, JSON, and Pyroscope's name/time/profile-type rules. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "core/batch.h"
+#include "formats/folded.h"
+#include "formats/json.h"
+#include "formats/multipart.h"
+#include "formats/pprof.h"
+#include "formats/pyroscope.h"
+#include "tests/unit/fc_test.h"
+
+static struct fc_profile *one_type_profile(struct fc_batch *b)
+{
+    struct fc_profile *p = fc_batch_add_profile(b);
+    struct fc_value_type vt;
+
+    fc_dict_cstring(b, "samples", &vt.type);
+    fc_dict_cstring(b, "count", &vt.unit);
+    fc_profile_set_sample_types(b, p, &vt, 1);
+    return p;
+}
+
+static void test_folded_round_trip(void **state)
+{
+    struct fc_batch *b = fc_batch_new(0);
+    struct fc_profile *p = one_type_profile(b);
+    struct fc_error err = {0};
+    struct fc_buf out;
+    const char *in = "main;a;b 10\r\nmain;a 5\n\nno-count-line\nmain;c;d;e 1\n";
+
+    (void)state;
+    fc_buf_init(&out, 0);
+    assert_int_equal(fc_folded_decode(b, p, in, strlen(in), false, 0, &err), FC_OK);
+    assert_int_equal(p->n_samples, 3);
+    assert_int_equal(fc_profile_total(p, 0), 16);
+    fc_folded_write_profile(b, p, 0, &out);
+    assert_string_equal((const char *)out.data, "main;a;b 10\nmain;a 5\nmain;c;d;e 1\n");
+    /* Leaf first in the stack: location 0 is "b". */
+    {
+        const struct fc_stack *st = &b->dict.stacks[p->samples[0].stack];
+        const struct fc_location *leaf = &b->dict.locations[fc_span_idx(b, st->locations)[0]];
+        assert_string_equal(
+            fc_str(b, b->dict.functions[b->dict.lines[leaf->lines_off].function].name), "b");
+    }
+    fc_buf_release(&out);
+    fc_batch_unref(b);
+}
+
+static void test_folded_errors_and_lines_mode(void **state)
+{
+    struct fc_batch *b = fc_batch_new(0);
+    struct fc_profile *p = one_type_profile(b);
+    struct fc_error err = {0};
+    const char *lines = "a;b\na;b\nc\n";
+
+    (void)state;
+    assert_int_equal(fc_folded_decode(b, p, "a;b 1\na;c x1\n", 12, false, 0, &err), FC_EPROTO);
+    assert_non_null(strstr(err.msg, "line 2"));
+    p = one_type_profile(b);
+    assert_int_equal(fc_folded_decode(b, p, lines, strlen(lines), true, 0, &err), FC_OK);
+    assert_int_equal(fc_profile_total(p, 0), 3);
+    p = one_type_profile(b);
+    assert_int_equal(fc_folded_decode(b, p, "a;b;c;d 2\n", 10, false, 2, &err), FC_OK);
+    assert_int_equal(b->dict.stacks[p->samples[0].stack].locations.n, 2);
+    fc_batch_unref(b);
+}
+
+static void test_multipart_parses_sdk_shape(void **state)
+{
+    const char *ct = "multipart/form-data; boundary=XyZ";
+    const char body[] =
+        "--XyZ\r\n"
+        "Content-Disposition: form-data; name=\"profile\"; filename=\"profile.pprof\"\r\n"
+        "Content-Type: application/octet-stream\r\n"
+        "\r\n"
+        "\x1f\x8b binary\r\n--not-the-boundary\r\n"
+        "\r\n--XyZ\r\n"
+        "Content-Disposition: form-data; name=\"sample_type_config\"; "
+        "filename=\"sample_type_config.json\"\r\n"
+        "\r\n"
+        "{}\r\n"
+        "--XyZ--\r\n";
+    struct fc_multipart_part parts[FC_MULTIPART_MAX_PARTS];
+    size_t n = 0;
+    struct fc_error err = {0};
+    const struct fc_multipart_part *p;
+
+    (void)state;
+    assert_int_equal(
+        fc_multipart_parse(ct, (const uint8_t *)body, sizeof(body) - 1, parts, &n, &err), FC_OK);
+    assert_int_equal(n, 2);
+    p = fc_multipart_find(parts, n, "profile");
+    assert_non_null(p);
+    assert_string_equal(p->filename, "profile.pprof");
+    assert_int_equal(p->len, strlen("\x1f\x8b binary\r\n--not-the-boundary\r\n"));
+    assert_memory_equal(p->data, "\x1f\x8b binary", 9);
+    p = fc_multipart_find(parts, n, "sample_type_config");
+    assert_int_equal(p->len, 2);
+    assert_int_equal(fc_multipart_parse("multipart/form-data", (const uint8_t *)body,
+                                        sizeof(body) - 1, parts, &n, &err),
+                     FC_EPROTO);
+    assert_non_null(strstr(err.msg, "boundary"));
+    assert_int_equal(fc_multipart_parse(ct, (const uint8_t *)body, 60, parts, &n, &err), FC_EPROTO);
+}
+
+static void test_json(void **state)
+{
+    struct fc_arena *a = fc_arena_new(0);
+    struct fc_json *v;
+    struct fc_error err = {0};
+    const char *doc = "{\"a\": [1, \"2\", true, null], \"s\": \"caf\\u00e9 \\ud83d\\ude00\\n\","
+                      " \"n\": -12, \"big\": \"9007199254740993\"}";
+    int64_t i;
+    uint8_t *bytes;
+    size_t len;
+
+    (void)state;
+    assert_int_equal(fc_json_parse(a, doc, strlen(doc), &v, &err), FC_OK);
+    assert_int_equal(fc_json_get(v, "a")->n, 4);
+    assert_string_equal(fc_json_get(v, "s")->str, "caf\xc3\xa9 \xf0\x9f\x98\x80\n");
+    assert_int_equal(fc_json_int64(fc_json_get(v, "n"), &i), 0);
+    assert_int_equal(i, -12);
+    assert_int_equal(fc_json_int64(fc_json_get(v, "big"), &i), 0);
+    assert_int_equal(i, 9007199254740993LL);
+    assert_int_equal(fc_json_parse(a, "{\"a\":", 5, &v, &err), FC_EPROTO);
+    assert_int_equal(fc_json_parse(a, "[1] x", 5, &v, &err), FC_EPROTO);
+    assert_non_null(strstr(err.msg, "trailing"));
+    assert_int_equal(fc_base64_decode(a, "aGVsbG8=", 8, &bytes, &len), FC_OK);
+    assert_int_equal(len, 5);
+    assert_memory_equal(bytes, "hello", 5);
+    assert_int_equal(fc_base64_decode(a, "a$==", 4, &bytes, &len), FC_EPROTO);
+    fc_arena_free(a);
+}
+
+static void test_pyroscope_name(void **state)
+{
+    struct fc_pyro_name n;
+    struct fc_error err = {0};
+
+    (void)state;
+    assert_int_equal(fc_pyro_parse_name("my-app.cpu{env=prod, region = eu-north ,x.y=1}", &n, &err),
+                     FC_OK);
+    assert_string_equal(n.app, "my-app.cpu");
+    assert_int_equal(n.n_labels, 3);
+    assert_string_equal(n.labels[1].key, "region");
+    assert_string_equal(n.labels[1].value, "eu-north");
+    assert_int_equal(fc_pyro_parse_name("ns/app", &n, &err), FC_OK);
+    assert_int_equal(fc_pyro_parse_name("app{}", &n, &err), FC_OK);
+    assert_int_equal(n.n_labels, 0);
+    assert_int_equal(fc_pyro_parse_name("{a=b}", &n, &err), FC_EPROTO);
+    assert_non_null(strstr(err.msg, "service name is required"));
+    assert_int_equal(fc_pyro_parse_name("app{a-b=c}", &n, &err), FC_EPROTO);
+    assert_non_null(strstr(err.msg, "invalid label name"));
+    assert_int_equal(fc_pyro_parse_name("app{a=b", &n, &err), FC_EPROTO);
+    assert_int_equal(fc_pyro_parse_name("app{a=1,a=2}", &n, &err), FC_EPROTO);
+}
+
+static void test_pyroscope_time(void **state)
+{
+    int64_t t;
+    int64_t now = 1700000000LL * 1000000000LL;
+    struct fc_error err = {0};
+
+    (void)state;
+    assert_int_equal(fc_pyro_parse_time("1700000000", now, &t, &err), FC_OK);
+    assert_int_equal(t, 1700000000LL * 1000000000LL);
+    assert_int_equal(fc_pyro_parse_time("1700000000123", now, &t, &err), FC_OK);
+    assert_int_equal(t, 1700000000123LL * 1000000LL);
+    assert_int_equal(fc_pyro_parse_time("1700000000123456", now, &t, &err), FC_OK);
+    assert_int_equal(t, 1700000000123456LL * 1000LL);
+    assert_int_equal(fc_pyro_parse_time("1700000000123456789", now, &t, &err), FC_OK);
+    assert_int_equal(t, 1700000000123456789LL);
+    assert_int_equal(fc_pyro_parse_time("now-1h", now, &t, &err), FC_OK);
+    assert_int_equal(t, now - 3600LL * 1000000000LL);
+    assert_int_equal(fc_pyro_parse_time("now", now, &t, &err), FC_OK);
+    assert_int_equal(t, now);
+    assert_int_equal(fc_pyro_parse_time("20231114", now, &t, &err), FC_OK);
+    assert_int_equal(t, 1699920000LL * 1000000000LL);
+    assert_int_equal(fc_pyro_parse_time("yesterday", now, &t, &err), FC_EPROTO);
+    assert_int_equal(fc_pyro_parse_time("now-1fortnight", now, &t, &err), FC_EPROTO);
+}
+
+static void profile_name_of(const char *file, const char *expected, const char *type_id)
+{
+    char path[1024], name[64];
+    size_t len;
+    uint8_t *data;
+    struct fc_batch *b = fc_batch_new(0);
+    struct fc_profile *p = NULL;
+    struct fc_error err = {0};
+    struct fc_buf id;
+    int found = 0;
+
+    snprintf(path, sizeof(path), "%s/%s", fc_test_corpus(), file);
+    data = fc_test_read(path, &len);
+    assert_non_null(data);
+    assert_int_equal(fc_pprof_decode(b, data, len, NULL, &p, &err), FC_OK);
+    fc_pyro_profile_name(b, p, NULL, 0, name, sizeof(name));
+    assert_string_equal(name, expected);
+    fc_profile_set_label(b, p, "__name__", name);
+    for (uint32_t t = 0; t < p->n_sample_types; t++) {
+        fc_buf_init(&id, 0);
+        fc_pyro_profile_type_id(b, p, t, &id);
+        found += strcmp((const char *)id.data, type_id) == 0;
+        if (found == 0 && t + 1 == p->n_sample_types) {
+            fprintf(stderr, "%s: last type id %s, wanted %s\n", file, (const char *)id.data,
+                    type_id);
+        }
+        fc_buf_release(&id);
+    }
+    assert_int_equal(found, 1);
+    fc_batch_unref(b);
+    free(data);
+}
+
+static void test_profile_names_as_pyroscope(void **state)
+{
+    (void)state;
+    profile_name_of("go-1s-cpu.pb.gz", "process_cpu",
+                    "process_cpu:cpu:nanoseconds:cpu:nanoseconds");
+    profile_name_of("go-1s-cpu.pb.gz", "process_cpu", "process_cpu:samples:count:cpu:nanoseconds");
+    profile_name_of("go-1s-heap.pb.gz", "memory", "memory:alloc_space:bytes:space:bytes");
+    profile_name_of("go-1s-mutex.pb.gz", "mutex", "mutex:delay:nanoseconds:contentions:count");
+    profile_name_of("go-1s-goroutine.pb.gz", "goroutines",
+                    "goroutines:goroutine:count:goroutine:count");
+    profile_name_of("node-1s-wall.pb.gz", "wall", "wall:wall:nanoseconds:wall:nanoseconds");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_folded_round_trip),
+        cmocka_unit_test(test_folded_errors_and_lines_mode),
+        cmocka_unit_test(test_multipart_parses_sdk_shape),
+        cmocka_unit_test(test_json),
+        cmocka_unit_test(test_pyroscope_name),
+        cmocka_unit_test(test_pyroscope_time),
+        cmocka_unit_test(test_profile_names_as_pyroscope),
+    };
+    return cmocka_run_group_tests_name("formats", tests, NULL, NULL);
+}
