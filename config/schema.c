@@ -370,10 +370,17 @@ static void markdown(const struct fc_field *fields, const char *prefix, struct f
         }
         fc_buf_printf(out, "| `%s` | %s", key, type_name(f));
         if (f->type == FC_FIELD_ENUM) {
-            fc_buf_printf(out, " (`%s`)", f->choices);
+            /* A '|' would end the table cell. */
+            fc_buf_puts(out, " (");
+            for (const char *c = f->choices; *c; c++) {
+                fc_buf_puts(out, *c == '|' ? ", " : (char[]){*c, '\0'});
+            }
+            fc_buf_puts(out, ")");
         }
         if (f->flags & FC_FIELD_REQUIRED) {
             fc_buf_puts(out, " | required");
+        } else if (f->default_value != NULL && f->default_value[0] == '\0') {
+            fc_buf_puts(out, " | `\"\"`");
         } else if (f->default_value != NULL) {
             fc_buf_printf(out, " | `%s`", f->default_value);
         } else {

@@ -74,6 +74,36 @@ static void labels_text(const struct fc_batch *b, const struct fc_profile *p, st
     fc_buf_puts(out, "}");
 }
 
+/* The distinct keys of the sample labels (pprof labels, OTLP sample attributes). */
+static void sample_label_keys(const struct fc_batch *b, const struct fc_profile *p,
+                              struct fc_buf *out)
+{
+    uint32_t keys[32];
+    uint32_t n = 0;
+
+    for (uint32_t i = 0; i < p->n_samples; i++) {
+        const uint32_t *attrs = fc_span_idx(b, p->samples[i].attrs);
+        for (uint32_t j = 0; j < p->samples[i].attrs.n; j++) {
+            uint32_t k = b->dict.attrs[attrs[j]].key;
+            uint32_t m = 0;
+            while (m < n && keys[m] != k) {
+                m++;
+            }
+            if (m == n && n < 32) {
+                keys[n++] = k;
+            }
+        }
+    }
+    if (n == 0) {
+        return;
+    }
+    fc_buf_puts(out, " sample_labels=[");
+    for (uint32_t m = 0; m < n; m++) {
+        fc_buf_printf(out, "%s%s", m ? "," : "", fc_str(b, keys[m]));
+    }
+    fc_buf_puts(out, "]");
+}
+
 static void summary(const struct fc_batch *b, const struct fc_profile *p, struct fc_buf *out)
 {
     labels_text(b, p, out);
@@ -82,6 +112,7 @@ static void summary(const struct fc_batch *b, const struct fc_profile *p, struct
         fc_buf_printf(out, " %s:%s=%" PRId64, fc_str(b, p->sample_types[t].type),
                       fc_str(b, p->sample_types[t].unit), fc_profile_total(p, t));
     }
+    sample_label_keys(b, p, out);
 }
 
 static int debug_export(struct fc_exporter *self, struct fc_batch *b, struct fc_error *err)
