@@ -6,7 +6,7 @@ function(fc_warnings target)
     # Schema and type tables leave trailing members zero on purpose.
     -Wno-missing-field-initializers
     # snprintf into fixed buffers truncates messages on purpose.
-    -Wno-format-truncation)
+    $<$<C_COMPILER_ID:GNU>:-Wno-format-truncation>)
   if(FC_WERROR)
     target_compile_options(${target} PRIVATE -Werror)
   endif()
