@@ -512,6 +512,8 @@ static int add_zero_rows(struct fc_batch *b)
     uint32_t id;
     int rc = FC_OK;
 
+    /* The index pool always exists, so spans never do arithmetic on NULL. */
+    rc = GROW(b, b->dict.idx, b->dict.n_idx, b->dict.cap_idx, 16);
     /* Index 0 of every table is the zero value, as in OTLP. */
     rc = rc ? rc : fc_dict_string(b, "", 0, &id);
     rc = rc ? rc : fc_dict_function(b, &zf, &id);
@@ -787,7 +789,6 @@ int fc_batch_clone(const struct fc_batch *src, struct fc_batch **out, struct fc_
     d->cap_stacks = d->n_stacks;
     d->cap_attrs = d->n_attrs;
     d->cap_links = d->n_links;
-    d->cap_idx = d->n_idx;
     DUP(d, sd, strings, sd->n_strings);
     DUP(d, sd, str_len, sd->n_strings);
     for (uint32_t i = 0; i < sd->n_strings; i++) {
@@ -813,7 +814,12 @@ int fc_batch_clone(const struct fc_batch *src, struct fc_batch **out, struct fc_
         }
     }
     DUP(d, sd, links, sd->n_links);
-    DUP(d, sd, idx, sd->n_idx);
+    d->cap_idx = d->n_idx + 16;
+    d->idx = fc_arena_alloc(c->arena, d->cap_idx * sizeof(uint32_t));
+    if (d->idx == NULL) {
+        goto over;
+    }
+    memcpy(d->idx, sd->idx, sd->n_idx * sizeof(uint32_t));
     if (dup_intern(c->arena, &d->i_strings, &sd->i_strings) ||
         dup_intern(c->arena, &d->i_mappings, &sd->i_mappings) ||
         dup_intern(c->arena, &d->i_functions, &sd->i_functions) ||

@@ -154,7 +154,7 @@ int fc_pyro_parse_time(const char *in, int64_t now_ns, int64_t *out_ns, struct f
         if (n == 8) {
             unsigned y = (unsigned)(v / 10000), m = (unsigned)(v / 100 % 100),
                      d = (unsigned)(v % 100);
-            if (y >= 1970 && m >= 1 && m <= 12 && d >= 1 && d <= 31) {
+            if (y >= 1970 && y < 2262 && m >= 1 && m <= 12 && d >= 1 && d <= 31) {
                 *out_ns = days_from_civil(y, m, d) * 86400LL * 1000000000LL;
                 return FC_OK;
             }
@@ -162,22 +162,11 @@ int fc_pyro_parse_time(const char *in, int64_t now_ns, int64_t *out_ns, struct f
         if (n > 19) {
             return fc_errorf(err, FC_EPROTO, "time \"%s\" has too many digits", in);
         }
-        switch (n) {
-        case 13:
-            *out_ns = v * 1000000LL;
-            break;
-        case 16:
-            *out_ns = v * 1000LL;
-            break;
-        case 19:
-            *out_ns = v;
-            break;
-        default:
-            if (v > 9223372036LL) {
+        {
+            int64_t mult = n == 13 ? 1000000LL : n == 16 ? 1000LL : n == 19 ? 1 : 1000000000LL;
+            if (v < 0 || __builtin_mul_overflow(v, mult, out_ns)) {
                 return fc_errorf(err, FC_EPROTO, "time \"%s\" is out of range", in);
             }
-            *out_ns = v * 1000000000LL;
-            break;
         }
         return FC_OK;
     }
@@ -210,10 +199,15 @@ int fc_pyro_parse_time(const char *in, int64_t now_ns, int64_t *out_ns, struct f
         }
         num = strtoll(p, &unit, 10);
         for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
-            if (strcmp(unit, units[i].u) == 0) {
-                *out_ns = now_ns + sign * num * units[i].sec * 1000000000LL;
-                return FC_OK;
+            int64_t offset;
+            if (strcmp(unit, units[i].u) != 0) {
+                continue;
             }
+            if (__builtin_mul_overflow(num, units[i].sec * 1000000000LL, &offset) ||
+                __builtin_add_overflow(now_ns, sign * offset, out_ns)) {
+                return fc_errorf(err, FC_EPROTO, "time \"%s\" is out of range", in);
+            }
+            return FC_OK;
         }
         return fc_errorf(err, FC_EPROTO, "time \"%s\": unknown unit \"%s\"", in, unit);
     }

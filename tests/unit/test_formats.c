@@ -65,6 +65,14 @@ static void test_folded_errors_and_lines_mode(void **state)
     assert_non_null(strstr(err.msg, "line 2"));
     p = one_type_profile(b);
     assert_int_equal(fc_folded_decode(b, p, lines, strlen(lines), true, 0, &err), FC_OK);
+    /* Found by fuzzing: an empty body on a fresh batch (no index pool yet). */
+    {
+        struct fc_batch *fresh = fc_batch_new(0);
+        struct fc_profile *fp = one_type_profile(fresh);
+        assert_int_equal(fc_folded_decode(fresh, fp, "", 0, false, 0, &err), FC_OK);
+        assert_int_equal(fp->n_samples, 0);
+        fc_batch_unref(fresh);
+    }
     assert_int_equal(fc_profile_total(p, 0), 3);
     p = one_type_profile(b);
     assert_int_equal(fc_folded_decode(b, p, "a;b;c;d 2\n", 10, false, 2, &err), FC_OK);
@@ -184,6 +192,10 @@ static void test_pyroscope_time(void **state)
     assert_int_equal(fc_pyro_parse_time("20231114", now, &t, &err), FC_OK);
     assert_int_equal(t, 1699920000LL * 1000000000LL);
     assert_int_equal(fc_pyro_parse_time("yesterday", now, &t, &err), FC_EPROTO);
+    /* Found by fuzzing: values past the int64 ns range are errors, not overflow. */
+    assert_int_equal(fc_pyro_parse_time("now-99999999999999999y", now, &t, &err), FC_EPROTO);
+    assert_int_equal(fc_pyro_parse_time("9999999999999", now, &t, &err), FC_EPROTO);
+    assert_int_equal(fc_pyro_parse_time("99991231", now, &t, &err), FC_EPROTO);
     assert_int_equal(fc_pyro_parse_time("now-1fortnight", now, &t, &err), FC_EPROTO);
 }
 
