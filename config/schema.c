@@ -392,6 +392,10 @@ static void markdown(const struct fc_field *fields, const char *prefix, struct f
 
 void fc_schema_markdown(const struct fc_field *fields, struct fc_buf *out)
 {
+    if (fields[0].name == NULL) {
+        fc_buf_puts(out, "No settings.\n");
+        return;
+    }
     fc_buf_puts(out, "| key | type | default | description |\n|---|---|---|---|\n");
     markdown(fields, "", out);
 }

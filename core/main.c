@@ -221,12 +221,12 @@ static int cmd_run(const struct options *o)
         fprintf(stderr, "flamecol: invalid config, nothing started\n");
         goto out;
     }
-    fc_log_info("service", "flamecol %s starting with %s", FC_VERSION,
-                o->n_configs ? o->configs[0] : "the built-in default config");
     if (fc_service_start(svc, &err) != FC_OK) {
         fc_log_error("service", "cannot start: %s", err.msg);
         goto out;
     }
+    fc_log_info("service", "flamecol %s running %s", FC_VERSION,
+                o->n_configs ? o->configs[0] : "the built-in default config");
     sigwait(&set, &sig);
     fc_log_info("service", "received %s", sig == SIGINT ? "SIGINT" : "SIGTERM");
     fc_service_shutdown(svc);
