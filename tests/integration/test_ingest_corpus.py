@@ -61,6 +61,26 @@ class IngestCorpusTest(unittest.TestCase):
         for i, name in enumerate(files):
             self.check_profile(name, profiles[i])
 
+    def test_multipart_like_the_nodejs_sdk(self):
+        # pyroscope-nodejs >= 0.4: FormData with one part `profile` (filename `profile`),
+        # seconds in from/until, tags in insertion order, sampleRate from the interval.
+        c = Collector(DEBUG_PIPELINE)
+        with c:
+            for name in ("pyroscope-nodejs-0.4.13-wall", "pyroscope-nodejs-0.4.13-inuse_space"):
+                ctype, body = multipart([("profile", "profile", "application/octet-stream",
+                                          read_corpus(name))], boundary="----formdata-undici-0123")
+                q = ("from=1700000000&name=nodeapp%7Botel.scope.name%3Dcom.grafana.pyroscope%2Fnodejs"
+                     "%2Cprocess.runtime.name%3Dnodejs%7D&spyName=nodespy&until=1700000060&sampleRate=100")
+                status, _, text = http("POST", c.base + "/ingest?" + q, body, {"Content-Type": ctype})
+                self.assertEqual(status, 200, text)
+            self.assertEqual(c.stop(), 0)
+        profiles = debug_profiles(c.debug_output())
+        self.assertIn('otel.scope.name="com.grafana.pyroscope/nodejs"', profiles[0]["summary"])
+        self.assertIn('__name__="wall"', profiles[0]["summary"])
+        self.assertIn('__name__="memory"', profiles[1]["summary"])
+        self.check_profile("pyroscope-nodejs-0.4.13-wall", profiles[0])
+        self.check_profile("pyroscope-nodejs-0.4.13-inuse_space", profiles[1])
+
     def test_format_pprof_parameter_takes_raw_bytes(self):
         c = Collector(DEBUG_PIPELINE)
         with c:

@@ -117,6 +117,14 @@ static void same_profile(const struct fc_batch *x, const struct fc_profile *p,
     assert_int_equal(p->duration_ns, q->duration_ns);
     assert_string_equal(fc_str(x, p->period_type.type), fc_str(y, q->period_type.type));
     assert_int_equal(p->comments.n, q->comments.n);
+    for (uint32_t i = 0; i < p->comments.n; i++) {
+        assert_string_equal(fc_str(x, fc_span_idx(x, p->comments)[i]),
+                            fc_str(y, fc_span_idx(y, q->comments)[i]));
+    }
+    assert_string_equal(fc_str(x, p->drop_frames), fc_str(y, q->drop_frames));
+    assert_string_equal(fc_str(x, p->keep_frames), fc_str(y, q->keep_frames));
+    assert_string_equal(fc_str(x, p->default_sample_type), fc_str(y, q->default_sample_type));
+    assert_string_equal(fc_str(x, p->period_type.unit), fc_str(y, q->period_type.unit));
     for (uint32_t t = 0; t < p->n_sample_types; t++) {
         assert_string_equal(fc_str(x, p->sample_types[t].type), fc_str(y, q->sample_types[t].type));
         assert_string_equal(fc_str(x, p->sample_types[t].unit), fc_str(y, q->sample_types[t].unit));
