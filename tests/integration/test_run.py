@@ -2,6 +2,7 @@
 stop order, SIGTERM and SIGINT exit 0, a port in use fails the start."""
 import signal
 import socket
+import time
 import unittest
 
 from harness import DEBUG_PIPELINE, Collector, http
@@ -56,6 +57,24 @@ class RunTest(unittest.TestCase):
             self.assertIn("cannot listen on 127.0.0.1:%d" % port, c.log())
         finally:
             blocker.close()
+
+    def test_stuck_client_is_cut_off_and_others_are_served(self):
+        c = Collector(DEBUG_PIPELINE + "  http:\n    read_timeout: 1s\n")
+        with c:
+            stuck = socket.create_connection(("127.0.0.1", c.ports["port"]))
+            stuck.sendall(b"POST /ingest?name=x HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nab")
+            # Meanwhile the collector serves others.
+            self.assertEqual(http("POST", c.base + "/ingest?name=ok.cpu", b"a;b 1")[0], 200)
+            stuck.settimeout(15)
+            start = time.monotonic()
+            try:
+                data = stuck.recv(4096)
+            except ConnectionResetError:
+                data = b""
+            self.assertEqual(data, b"", "the server should close an idle, unfinished request")
+            self.assertLess(time.monotonic() - start, 15)
+            stuck.close()
+            self.assertEqual(c.stop(), 0, c.log())
 
     def test_shared_endpoint_serves_both_components(self):
         # The telemetry endpoint and the pprof receiver on one port: one listener.
