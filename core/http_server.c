@@ -345,14 +345,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         return send_text(conn, 404, "not found", NULL);
     }
     if (st->early_status == 405) {
-        bool mismatch;
         const char *allow = "POST";
         for (size_t i = 0; i < s->n_routes; i++) {
             if (strcmp(s->routes[i].path, url) == 0 && s->routes[i].method != NULL) {
                 allow = s->routes[i].method;
             }
         }
-        (void)mismatch;
         return send_text(conn, 405, "method not allowed", allow);
     }
     if (st->early_status == 413) {

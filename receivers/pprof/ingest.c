@@ -480,7 +480,6 @@ void pprof_handle_ingest(void *ctx, const struct fc_http_request *req,
     if (rc != FC_OK) {
         /* A profile that does not decode is 422, as in Pyroscope; limits are 413. */
         bad_request(in, rc == FC_EPROTO ? 422 : 0, &err);
-        fc_metric_add(in->r->self->metrics.failed_batches, 1);
         goto out;
     }
     pprof_deliver(in->r, b, resp);

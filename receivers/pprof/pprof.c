@@ -298,8 +298,9 @@ static const char *connect_code(int status)
     }
 }
 
-void pprof_error(struct pprof_receiver *r, struct fc_http_response *resp, int status,
-                 const struct fc_error *err)
+/* Writes the answer; counting is the caller's (see pprof_error). */
+static void write_error(struct pprof_receiver *r, struct fc_http_response *resp, int status,
+                        const struct fc_error *err)
 {
     char secs[32];
 
@@ -324,19 +325,26 @@ void pprof_error(struct pprof_receiver *r, struct fc_http_response *resp, int st
     }
 }
 
+void pprof_error(struct pprof_receiver *r, struct fc_http_response *resp, int status,
+                 const struct fc_error *err)
+{
+    /* Every request refused before it reaches the pipeline is counted here, once. */
+    fc_metric_add(r->self->metrics.failed_batches, 1);
+    write_error(r, resp, status, err);
+}
+
 void pprof_deliver(struct pprof_receiver *r, struct fc_batch *b, struct fc_http_response *resp)
 {
     struct fc_error err = {0};
-    int rc = pprof_check_labels(r, b, &err);
 
-    if (rc == FC_OK) {
-        rc = fc_receiver_consume(r->self, b, &err);
-    } else {
+    if (pprof_check_labels(r, b, &err) != FC_OK) {
         fc_metric_add(r->self->metrics.failed_samples, (int64_t)fc_batch_sample_count(b));
-        fc_metric_add(r->self->metrics.failed_batches, 1);
-    }
-    if (rc != FC_OK) {
         pprof_error(r, resp, 0, &err);
+        return;
+    }
+    /* The pipeline counts its own accepted and refused requests. */
+    if (fc_receiver_consume(r->self, b, &err) != FC_OK) {
+        write_error(r, resp, 0, &err);
         return;
     }
     resp->status = 200;

@@ -46,7 +46,10 @@ int pprof_check_labels(struct pprof_receiver *r, const struct fc_batch *b, struc
 int pprof_profile_id_to_span_id(struct fc_batch *b);
 /* Sends the batch down the pipelines and maps the outcome to an HTTP answer. */
 void pprof_deliver(struct pprof_receiver *r, struct fc_batch *b, struct fc_http_response *resp);
-/* An error answer: status from code (or forced when status != 0), JSON {code,message}. */
+/*
+ * Refuses a request that did not reach the pipeline: counts it, and answers
+ * JSON {code,message} with the status from err->code (or `status` when not 0).
+ */
 void pprof_error(struct pprof_receiver *r, struct fc_http_response *resp, int status,
                  const struct fc_error *err);
 

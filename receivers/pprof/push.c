@@ -258,7 +258,6 @@ void pprof_handle_push(void *ctx, const struct fc_http_request *req, struct fc_h
     if (rc != FC_OK) {
         /* Connect: bad data is invalid_argument (400); limits resource_exhausted. */
         pprof_error(r, resp, rc == FC_EPROTO ? 400 : 0, &err);
-        fc_metric_add(r->self->metrics.failed_batches, 1);
         goto out;
     }
     pprof_deliver(r, b, resp);

@@ -62,6 +62,17 @@ class IngestApiTest(unittest.TestCase):
         self.assertIn(text, msg["message"])
         return msg
 
+    def test_every_refusal_is_counted_once(self):
+        labels = 'receiver="pprof"'
+        before = self.c.metric("flamecol_receiver_refused_requests_total", labels)
+        accepted = self.c.metric("flamecol_receiver_accepted_requests_total", labels)
+        self.assertEqual(self.ingest("name=bad%20name", b"a 1")[0], 400)
+        self.assertEqual(self.ingest("name=app", b"junk", {"Content-Type": "application/octet-stream"})[0], 422)
+        self.assertEqual(self.ingest("name=app.cpu{%s}" % ",".join("l%d=v" % i for i in range(40)), b"a 1")[0], 400)
+        self.assertEqual(self.ingest("name=counted.cpu", b"a 1")[0], 200)
+        self.assertEqual(self.c.metric("flamecol_receiver_refused_requests_total", labels), before + 3)
+        self.assertEqual(self.c.metric("flamecol_receiver_accepted_requests_total", labels), accepted + 1)
+
     def test_bad_requests_get_precise_errors(self):
         raw = read_corpus("go-1s-cpu")
         octet = {"Content-Type": "application/octet-stream"}
