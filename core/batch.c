@@ -569,6 +569,18 @@ int fc_batch_set_tenant(struct fc_batch *b, const char *tenant)
     return FC_OK;
 }
 
+const struct fc_attr *fc_attrs_find(const struct fc_batch *b, struct fc_span attrs,
+                                    const char *key)
+{
+    for (uint32_t i = 0; i < attrs.n; i++) {
+        const struct fc_attr *a = &b->dict.attrs[fc_span_idx(b, attrs)[i]];
+        if (strcmp(fc_str(b, a->key), key) == 0) {
+            return a;
+        }
+    }
+    return NULL;
+}
+
 int fc_batch_add_origin(struct fc_batch *b, const struct fc_origin *o, uint32_t *out)
 {
     int rc = GROW(b, b->origins, b->n_origins, b->cap_origins, b->n_origins + 1);

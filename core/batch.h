@@ -254,6 +254,10 @@ static inline const uint32_t *fc_span_idx(const struct fc_batch *b, struct fc_sp
     return b->dict.idx + s.off;
 }
 
+/* The first attribute of the list with that key, or NULL. */
+const struct fc_attr *fc_attrs_find(const struct fc_batch *b, struct fc_span attrs,
+                                    const char *key);
+
 int fc_batch_add_origin(struct fc_batch *b, const struct fc_origin *o, uint32_t *out);
 /* Returns a zeroed profile appended to the batch (NULL when over budget). */
 struct fc_profile *fc_batch_add_profile(struct fc_batch *b);

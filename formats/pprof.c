@@ -3,6 +3,7 @@
 #include "core/idmap.h"
 #include "core/mem.h"
 #include "formats/gzip.h"
+#include "formats/otlp.h"
 #include "formats/pb.h"
 
 #include <inttypes.h>
@@ -747,6 +748,7 @@ struct encoder {
     uint32_t *map_ids; /* dict mapping -> pprof id */
     uint32_t *loc_ids; /* dict location -> pprof id */
     struct u64vec fn_order, map_order, loc_order;
+    uint64_t span_key, trace_key; /* string index of "span_id"/"trace_id" labels, 0 = none yet */
 };
 
 #define EXTRA_BIT (1ull << 63)
@@ -844,6 +846,66 @@ static void put_label(struct encoder *e, struct fc_buf *out, const struct fc_att
     put_msg(out, 3, tmp);
 }
 
+/* A string attribute's value (string index), or 0. */
+static uint32_t attr_str(const struct fc_batch *b, struct fc_span attrs, const char *key)
+{
+    const struct fc_attr *a = fc_attrs_find(b, attrs, key);
+
+    return a != NULL && a->kind == FC_ATTR_STR ? a->v.str : 0;
+}
+
+static bool attr_true(const struct fc_batch *b, struct fc_span attrs, const char *key)
+{
+    const struct fc_attr *a = fc_attrs_find(b, attrs, key);
+
+    return a != NULL && a->kind == FC_ATTR_BOOL && a->v.b;
+}
+
+static uint32_t mapping_flags_from_attrs(const struct fc_batch *b, struct fc_span attrs)
+{
+    return (attr_true(b, attrs, FC_OTLP_HAS_FUNCTIONS_KEY) ? FC_MAPPING_HAS_FUNCTIONS : 0) |
+           (attr_true(b, attrs, FC_OTLP_HAS_FILENAMES_KEY) ? FC_MAPPING_HAS_FILENAMES : 0) |
+           (attr_true(b, attrs, FC_OTLP_HAS_LINE_NUMBERS_KEY) ? FC_MAPPING_HAS_LINE_NUMBERS : 0) |
+           (attr_true(b, attrs, FC_OTLP_HAS_INLINE_FRAMES_KEY) ? FC_MAPPING_HAS_INLINE_FRAMES : 0);
+}
+
+/* A Link as the labels Pyroscope reads: span_id (16 hex) and trace_id (32 hex). */
+static void put_link_labels(struct encoder *e, struct fc_buf *out, const struct fc_sample *s,
+                            struct fc_buf *tmp)
+{
+    static const char hex[] = "0123456789abcdef";
+    const struct fc_batch *b = e->b;
+    const struct fc_link *k = &b->dict.links[s->link];
+    char span[17], trace[33];
+    bool has_trace = false;
+
+    for (int i = 0; i < 8; i++) {
+        span[2 * i] = hex[k->span_id[i] >> 4];
+        span[2 * i + 1] = hex[k->span_id[i] & 15];
+    }
+    span[16] = '\0';
+    for (int i = 0; i < 16; i++) {
+        trace[2 * i] = hex[k->trace_id[i] >> 4];
+        trace[2 * i + 1] = hex[k->trace_id[i] & 15];
+        has_trace = has_trace || k->trace_id[i] != 0;
+    }
+    trace[32] = '\0';
+    if (e->span_key == 0) {
+        e->span_key = enc_extra(e, "span_id");
+        e->trace_key = enc_extra(e, "trace_id");
+    }
+    if (fc_attrs_find(b, s->attrs, "span_id") == NULL) {
+        fc_pb_put_int(tmp, 1, (int64_t)e->span_key);
+        fc_pb_put_int(tmp, 2, (int64_t)enc_extra(e, span));
+        put_msg(out, 3, tmp);
+    }
+    if (has_trace && fc_attrs_find(b, s->attrs, "trace_id") == NULL) {
+        fc_pb_put_int(tmp, 1, (int64_t)e->trace_key);
+        fc_pb_put_int(tmp, 2, (int64_t)enc_extra(e, trace));
+        put_msg(out, 3, tmp);
+    }
+}
+
 int fc_pprof_encode(const struct fc_batch *b, const struct fc_profile *p, struct fc_buf *out,
                     struct fc_error *err)
 {
@@ -885,6 +947,9 @@ int fc_pprof_encode(const struct fc_batch *b, const struct fc_profile *p, struct
         for (uint32_t j = 0; j < s->attrs.n; j++) {
             put_label(&e, &tmp, &d->attrs[attrs[j]], &inner);
         }
+        if (s->link != 0) {
+            put_link_labels(&e, &tmp, s, &inner);
+        }
         put_msg(out, PROFILE_SAMPLE, &tmp);
     }
     /* Locations first: they name the mappings and functions that are used. */
@@ -900,21 +965,23 @@ int fc_pprof_encode(const struct fc_batch *b, const struct fc_profile *p, struct
             fc_pb_put_int(&inner, 3, ln->column);
             put_msg(&tmp, 4, &inner);
         }
-        fc_pb_put_bool(&tmp, 5, l->is_folded);
+        fc_pb_put_bool(&tmp, 5, l->is_folded || attr_true(b, l->attrs, FC_OTLP_IS_FOLDED_KEY));
         put_msg(out, PROFILE_LOCATION, &tmp);
     }
     for (size_t k = 0; k < e.map_order.n; k++) {
         const struct fc_mapping *m = &d->mappings[e.map_order.v[k]];
+        uint32_t build_id = m->build_id ? m->build_id : attr_str(b, m->attrs, FC_OTLP_BUILD_ID_KEY);
+        uint32_t flags = m->flags | mapping_flags_from_attrs(b, m->attrs);
         fc_pb_put_uint(&tmp, 1, k + 1);
         fc_pb_put_uint(&tmp, 2, m->memory_start);
         fc_pb_put_uint(&tmp, 3, m->memory_limit);
         fc_pb_put_uint(&tmp, 4, m->file_offset);
         fc_pb_put_int(&tmp, 5, (int64_t)enc_str(&e, m->filename));
-        fc_pb_put_int(&tmp, 6, (int64_t)enc_str(&e, m->build_id));
-        fc_pb_put_bool(&tmp, 7, m->flags & FC_MAPPING_HAS_FUNCTIONS);
-        fc_pb_put_bool(&tmp, 8, m->flags & FC_MAPPING_HAS_FILENAMES);
-        fc_pb_put_bool(&tmp, 9, m->flags & FC_MAPPING_HAS_LINE_NUMBERS);
-        fc_pb_put_bool(&tmp, 10, m->flags & FC_MAPPING_HAS_INLINE_FRAMES);
+        fc_pb_put_int(&tmp, 6, (int64_t)enc_str(&e, build_id));
+        fc_pb_put_bool(&tmp, 7, flags & FC_MAPPING_HAS_FUNCTIONS);
+        fc_pb_put_bool(&tmp, 8, flags & FC_MAPPING_HAS_FILENAMES);
+        fc_pb_put_bool(&tmp, 9, flags & FC_MAPPING_HAS_LINE_NUMBERS);
+        fc_pb_put_bool(&tmp, 10, flags & FC_MAPPING_HAS_INLINE_FRAMES);
         put_msg(out, PROFILE_MAPPING, &tmp);
     }
     for (size_t k = 0; k < e.fn_order.n; k++) {
@@ -928,13 +995,25 @@ int fc_pprof_encode(const struct fc_batch *b, const struct fc_profile *p, struct
     }
     {
         /* Scalars reference strings too, so they are numbered before the table is written. */
-        uint64_t drop = enc_str(&e, p->drop_frames);
-        uint64_t keep = enc_str(&e, p->keep_frames);
-        uint64_t dflt = enc_str(&e, p->default_sample_type);
+        uint64_t drop = enc_str(&e, p->drop_frames ? p->drop_frames
+                                                    : attr_str(b, p->attrs, FC_OTLP_DROP_FRAMES_KEY));
+        uint64_t keep = enc_str(&e, p->keep_frames ? p->keep_frames
+                                                    : attr_str(b, p->attrs, FC_OTLP_KEEP_FRAMES_KEY));
+        uint64_t dflt = enc_str(&e, p->default_sample_type
+                                        ? p->default_sample_type
+                                        : attr_str(b, p->attrs, FC_OTLP_DEFAULT_TYPE_KEY));
         const uint32_t *comments = fc_span_idx(b, p->comments);
         ids.n = 0;
         for (uint32_t j = 0; j < p->comments.n; j++) {
             u64_push(&ids, enc_str(&e, comments[j]));
+        }
+        /* Comments that came through OTLP as pprof.profile.comment.<n>. */
+        for (uint32_t j = 0; p->comments.n == 0 && j < p->attrs.n; j++) {
+            const struct fc_attr *a = &d->attrs[fc_span_idx(b, p->attrs)[j]];
+            if (a->kind == FC_ATTR_STR &&
+                strncmp(fc_str(b, a->key), FC_OTLP_COMMENT_KEY ".", sizeof(FC_OTLP_COMMENT_KEY)) == 0) {
+                u64_push(&ids, enc_str(&e, a->v.str));
+            }
         }
         if (p->period_type.type != 0 || p->period_type.unit != 0) {
             put_value_type(&e, &inner, PROFILE_PERIOD_TYPE, &p->period_type, &tmp);
