@@ -569,8 +569,7 @@ int fc_batch_set_tenant(struct fc_batch *b, const char *tenant)
     return FC_OK;
 }
 
-const struct fc_attr *fc_attrs_find(const struct fc_batch *b, struct fc_span attrs,
-                                    const char *key)
+const struct fc_attr *fc_attrs_find(const struct fc_batch *b, struct fc_span attrs, const char *key)
 {
     for (uint32_t i = 0; i < attrs.n; i++) {
         const struct fc_attr *a = &b->dict.attrs[fc_span_idx(b, attrs)[i]];

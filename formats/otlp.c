@@ -50,7 +50,7 @@ struct decoder {
     const PbDict *d;
     struct fc_error *err;
     uint32_t *str, *attr, *fn, *map, *loc, *link, *stack; /* OTLP index -> batch index */
-    uint32_t *idx;                                         /* scratch index list */
+    uint32_t *idx;                                        /* scratch index list */
     size_t cap_idx;
 };
 
@@ -80,7 +80,8 @@ static int check(struct decoder *x, int rc)
 static int ref(struct decoder *x, int32_t i, size_t n, const char *what, size_t item,
                const char *field)
 {
-    if (i < 0 || (size_t)i >= n) {
+    /* 0 means unset, valid even when the sender left the table out. */
+    if (i != 0 && (i < 0 || (size_t)i >= n)) {
         return bad(x, "%s[%zu].%s: index %d is outside the table (%zu entries)", what, item, field,
                    i, n);
     }
@@ -112,7 +113,7 @@ static int any_value(struct decoder *x, const PbAnyValue *v, struct fc_attr *a, 
         a->kind = FC_ATTR_STR;
         return check(x, fc_dict_cstring(x->b, v->string_value, &a->v.str));
     case ANY(STRING_VALUE_STRINDEX):
-        if (ref(x, v->string_value_strindex, x->d ? x->d->n_string_table : 0, what, item,
+        if (ref(x, v->string_value_strindex, x->d->n_string_table, what, item,
                 "value.string_value_strindex")) {
             return FC_EPROTO;
         }
@@ -169,8 +170,7 @@ static int key_values(struct decoder *x, PbKeyValue **kvs, size_t n, struct fc_s
     for (size_t i = 0; i < n && rc == FC_OK; i++) {
         struct fc_attr a = {0};
         if (kvs[i]->key_strindex != 0) {
-            if (ref(x, kvs[i]->key_strindex, x->d ? x->d->n_string_table : 0, what, i,
-                    "key_strindex")) {
+            if (ref(x, kvs[i]->key_strindex, x->d->n_string_table, what, i, "key_strindex")) {
                 rc = FC_EPROTO;
                 break;
             }
@@ -226,8 +226,7 @@ static int zero_row_check(struct decoder *x)
     }
     if (d->n_function_table > 0) {
         const PbFunction *f = d->function_table[0];
-        if (f->name_strindex || f->system_name_strindex || f->filename_strindex ||
-            f->start_line) {
+        if (f->name_strindex || f->system_name_strindex || f->filename_strindex || f->start_line) {
             return bad(x, "dictionary.function_table[0] must be the zero value");
         }
     }
@@ -259,22 +258,28 @@ static int zero_row_check(struct decoder *x)
 
 static int decode_dictionary(struct decoder *x)
 {
-    const PbDict *d = x->d;
+    static const PbDict empty = PROTOBUF_C_MESSAGE_INIT(
+        &opentelemetry__proto__profiles__v1development__profiles_dictionary__descriptor);
+    const PbDict *d = x->d ? x->d : &empty;
     int rc;
 
-    if (d == NULL) {
-        return FC_OK;
-    }
+    /* Every map has a slot 0 (unset -> the batch's zero row), tables or not. */
+    x->d = d;
+    x->str = fc_xcalloc(d->n_string_table + 1, sizeof(uint32_t));
+    x->attr = fc_xcalloc(d->n_attribute_table + 1, sizeof(uint32_t));
+    x->fn = fc_xcalloc(d->n_function_table + 1, sizeof(uint32_t));
+    x->map = fc_xcalloc(d->n_mapping_table + 1, sizeof(uint32_t));
+    x->loc = fc_xcalloc(d->n_location_table + 1, sizeof(uint32_t));
+    x->link = fc_xcalloc(d->n_link_table + 1, sizeof(uint32_t));
+    x->stack = fc_xcalloc(d->n_stack_table + 1, sizeof(uint32_t));
     if ((rc = zero_row_check(x)) != FC_OK) {
         return rc;
     }
-    x->str = fc_xcalloc(d->n_string_table + 1, sizeof(uint32_t));
     for (size_t i = 0; i < d->n_string_table; i++) {
         if ((rc = check(x, fc_dict_cstring(x->b, d->string_table[i], &x->str[i]))) != FC_OK) {
             return rc;
         }
     }
-    x->attr = fc_xcalloc(d->n_attribute_table + 1, sizeof(uint32_t));
     for (size_t i = 0; i < d->n_attribute_table; i++) {
         const PbKeyValueAndUnit *kv = d->attribute_table[i];
         struct fc_attr a = {0};
@@ -291,7 +296,6 @@ static int decode_dictionary(struct decoder *x)
             return rc;
         }
     }
-    x->fn = fc_xcalloc(d->n_function_table + 1, sizeof(uint32_t));
     for (size_t i = 0; i < d->n_function_table; i++) {
         const PbFunction *f = d->function_table[i];
         struct fc_function row = {0};
@@ -311,7 +315,6 @@ static int decode_dictionary(struct decoder *x)
             return rc;
         }
     }
-    x->map = fc_xcalloc(d->n_mapping_table + 1, sizeof(uint32_t));
     for (size_t i = 0; i < d->n_mapping_table; i++) {
         const PbMapping *m = d->mapping_table[i];
         struct fc_mapping row = {0};
@@ -323,14 +326,13 @@ static int decode_dictionary(struct decoder *x)
         row.memory_limit = m->memory_limit;
         row.file_offset = m->file_offset;
         row.filename = x->str[m->filename_strindex];
-        if ((rc = index_list(x, m->attribute_indices, m->n_attribute_indices,
-                             d->n_attribute_table, x->attr, &row.attrs,
-                             "dictionary.mapping_table", i, "attribute_indices")) != FC_OK ||
+        if ((rc = index_list(x, m->attribute_indices, m->n_attribute_indices, d->n_attribute_table,
+                             x->attr, &row.attrs, "dictionary.mapping_table", i,
+                             "attribute_indices")) != FC_OK ||
             (rc = check(x, fc_dict_mapping(x->b, &row, &x->map[i]))) != FC_OK) {
             return rc;
         }
     }
-    x->loc = fc_xcalloc(d->n_location_table + 1, sizeof(uint32_t));
     for (size_t i = 0; i < d->n_location_table; i++) {
         const PbLocation *l = d->location_table[i];
         struct fc_location row = {0};
@@ -353,15 +355,14 @@ static int decode_dictionary(struct decoder *x)
             lines[j].column = l->lines[j]->column;
         }
         rc = index_list(x, l->attribute_indices, l->n_attribute_indices, d->n_attribute_table,
-                        x->attr, &row.attrs, "dictionary.location_table", i,
-                        "attribute_indices");
-        rc = rc ? rc : check(x, fc_dict_location(x->b, &row, lines, (uint32_t)l->n_lines, &x->loc[i]));
+                        x->attr, &row.attrs, "dictionary.location_table", i, "attribute_indices");
+        rc = rc ? rc
+                : check(x, fc_dict_location(x->b, &row, lines, (uint32_t)l->n_lines, &x->loc[i]));
         free(lines);
         if (rc != FC_OK) {
             return rc;
         }
     }
-    x->link = fc_xcalloc(d->n_link_table + 1, sizeof(uint32_t));
     for (size_t i = 0; i < d->n_link_table; i++) {
         const PbLink *k = d->link_table[i];
         struct fc_link row = {{0}, {0}};
@@ -382,7 +383,6 @@ static int decode_dictionary(struct decoder *x)
             return rc;
         }
     }
-    x->stack = fc_xcalloc(d->n_stack_table + 1, sizeof(uint32_t));
     for (size_t i = 0; i < d->n_stack_table; i++) {
         const PbStack *s = d->stack_table[i];
         uint32_t *ids = scratch(x, s->n_location_indices + 1);
@@ -464,10 +464,10 @@ static const char *derived_name(const struct fc_batch *b, const struct fc_profil
 static int decode_profile(struct decoder *x, const PbProfile *pp, uint32_t origin, size_t where)
 {
     const PbDict *d = x->d;
-    size_t n_str = d ? d->n_string_table : 0;
-    size_t n_stack = d ? d->n_stack_table : 0;
-    size_t n_link = d ? d->n_link_table : 0;
-    size_t n_attr = d ? d->n_attribute_table : 0;
+    size_t n_str = d->n_string_table;
+    size_t n_stack = d->n_stack_table;
+    size_t n_link = d->n_link_table;
+    size_t n_attr = d->n_attribute_table;
     struct fc_profile *p;
     struct fc_value_type vt = {0, 0};
     uint32_t index = x->b->n_profiles;
@@ -540,8 +540,7 @@ static int decode_profile(struct decoder *x, const PbProfile *pp, uint32_t origi
             return rc == FC_EPROTO ? fc_error_wrap(x->err, "profile %zu", where) : rc;
         }
         rc = fc_profile_add_sample(x->b, &x->b->profiles[index], &row, s->values,
-                                   (uint32_t)s->n_values,
-                                   (const int64_t *)s->timestamps_unix_nano,
+                                   (uint32_t)s->n_values, (const int64_t *)s->timestamps_unix_nano,
                                    (uint32_t)s->n_timestamps_unix_nano);
         if (rc != FC_OK) {
             return too_big(x);
@@ -562,8 +561,8 @@ static int decode_profile(struct decoder *x, const PbProfile *pp, uint32_t origi
     return rc == FC_OK ? FC_OK : too_big(x);
 }
 
-int fc_otlp_decode(struct fc_batch *b, const uint8_t *data, size_t len,
-                   struct fc_otlp_result *res, struct fc_error *err)
+int fc_otlp_decode(struct fc_batch *b, const uint8_t *data, size_t len, struct fc_otlp_result *res,
+                   struct fc_error *err)
 {
     ProtobufCAllocator alloc = {arena_alloc, arena_free, b->arena};
     struct decoder x = {0};
@@ -572,12 +571,12 @@ int fc_otlp_decode(struct fc_batch *b, const uint8_t *data, size_t len,
     size_t where = 0;
 
     memset(res, 0, sizeof(*res));
-    req = opentelemetry__proto__collector__profiles__v1development__export_profiles_service_request__unpack(
-        &alloc, len, data);
+    req =
+        opentelemetry__proto__collector__profiles__v1development__export_profiles_service_request__unpack(
+            &alloc, len, data);
     if (req == NULL) {
         if (fc_arena_over_budget(b->arena)) {
-            return fc_errorf(err, FC_ETOOBIG,
-                             "otlp: request exceeds the memory limit of %zu bytes",
+            return fc_errorf(err, FC_ETOOBIG, "otlp: request exceeds the memory limit of %zu bytes",
                              b->arena->budget);
         }
         return fc_errorf(err, FC_EPROTO,
@@ -901,9 +900,10 @@ static uint32_t enc_link(struct encoder *e, uint32_t k)
 
 static int hexval(char c)
 {
-    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
-                                          : c >= 'A' && c <= 'F' ? c - 'A' + 10
-                                                                 : -1;
+    return c >= '0' && c <= '9'   ? c - '0'
+           : c >= 'a' && c <= 'f' ? c - 'a' + 10
+           : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                  : -1;
 }
 
 /* Parses exactly 2*n hex digits into out. */
@@ -1125,10 +1125,12 @@ static struct fc_span profile_attrs(struct encoder *e, const struct fc_profile *
         idl_push(&l, enc_attr(e, fc_span_idx(b, p->attrs)[i]));
     }
     if (p->drop_frames && !has_key(b, p->attrs, FC_OTLP_DROP_FRAMES_KEY)) {
-        idl_push(&l, new_attr(e, FC_OTLP_DROP_FRAMES_KEY, FC_ATTR_STR, fc_str(b, p->drop_frames), 0));
+        idl_push(&l,
+                 new_attr(e, FC_OTLP_DROP_FRAMES_KEY, FC_ATTR_STR, fc_str(b, p->drop_frames), 0));
     }
     if (p->keep_frames && !has_key(b, p->attrs, FC_OTLP_KEEP_FRAMES_KEY)) {
-        idl_push(&l, new_attr(e, FC_OTLP_KEEP_FRAMES_KEY, FC_ATTR_STR, fc_str(b, p->keep_frames), 0));
+        idl_push(&l,
+                 new_attr(e, FC_OTLP_KEEP_FRAMES_KEY, FC_ATTR_STR, fc_str(b, p->keep_frames), 0));
     }
     if (p->default_sample_type && !has_key(b, p->attrs, FC_OTLP_DEFAULT_TYPE_KEY)) {
         idl_push(&l, new_attr(e, FC_OTLP_DEFAULT_TYPE_KEY, FC_ATTR_STR,
@@ -1175,7 +1177,8 @@ static PbProfile *enc_profile(struct encoder *e, const struct fc_profile *p, uin
     m->samples = new_array(e, p->n_samples, sizeof(PbSample *));
     for (uint32_t i = 0; m->samples != NULL && i < p->n_samples && e->rc == FC_OK; i++) {
         const struct fc_sample *s = &p->samples[i];
-        PbSample *ms = NEW(e, PbSample, opentelemetry__proto__profiles__v1development__sample__init);
+        PbSample *ms =
+            NEW(e, PbSample, opentelemetry__proto__profiles__v1development__sample__init);
         struct idlist l = {0};
         uint32_t link = 0;
         if (ms == NULL) {
@@ -1206,7 +1209,8 @@ static PbProfile *enc_profile(struct encoder *e, const struct fc_profile *p, uin
 static PbDict *enc_dictionary(struct encoder *e)
 {
     const struct fc_dict *d = &e->dst->dict;
-    PbDict *m = NEW(e, PbDict, opentelemetry__proto__profiles__v1development__profiles_dictionary__init);
+    PbDict *m =
+        NEW(e, PbDict, opentelemetry__proto__profiles__v1development__profiles_dictionary__init);
 
     if (m == NULL) {
         return NULL;
@@ -1225,7 +1229,8 @@ static PbDict *enc_dictionary(struct encoder *e)
         m->string_table[m->n_string_table++] = (char *)d->strings[i];
     }
     for (uint32_t i = 0; i < d->n_mappings && e->rc == FC_OK; i++) {
-        PbMapping *x = NEW(e, PbMapping, opentelemetry__proto__profiles__v1development__mapping__init);
+        PbMapping *x =
+            NEW(e, PbMapping, opentelemetry__proto__profiles__v1development__mapping__init);
         if (x == NULL) {
             break;
         }
@@ -1285,8 +1290,9 @@ static PbDict *enc_dictionary(struct encoder *e)
     }
     for (uint32_t i = 0; i < d->n_attrs && e->rc == FC_OK; i++) {
         const struct fc_attr *a = &d->attrs[i];
-        PbKeyValueAndUnit *x = NEW(e, PbKeyValueAndUnit,
-                                   opentelemetry__proto__profiles__v1development__key_value_and_unit__init);
+        PbKeyValueAndUnit *x =
+            NEW(e, PbKeyValueAndUnit,
+                opentelemetry__proto__profiles__v1development__key_value_and_unit__init);
         if (x == NULL) {
             break;
         }
@@ -1359,7 +1365,8 @@ int fc_otlp_encode(const struct fc_batch *b, struct fc_buf *out, struct fc_error
                 if (rp == NULL) {
                     break;
                 }
-                rp->resource = NEW(&e, PbResource, opentelemetry__proto__resource__v1__resource__init);
+                rp->resource =
+                    NEW(&e, PbResource, opentelemetry__proto__resource__v1__resource__init);
                 rp->scope_profiles = new_array(&e, b->n_profiles, sizeof(PbScopeProfiles *));
                 if (e.rc != FC_OK) {
                     break;
@@ -1380,9 +1387,10 @@ int fc_otlp_encode(const struct fc_batch *b, struct fc_buf *out, struct fc_error
                 break;
             }
             sp->profiles = new_array(&e, total, sizeof(PbProfile *));
-            if (p->origin != 0) {
-                sp->scope = NEW(&e, PbScope,
-                                opentelemetry__proto__common__v1__instrumentation_scope__init);
+            if (p->origin != 0 &&
+                (o->scope_name || o->scope_version || o->scope_attrs.n || o->scope_dropped)) {
+                sp->scope =
+                    NEW(&e, PbScope, opentelemetry__proto__common__v1__instrumentation_scope__init);
                 if (sp->scope != NULL) {
                     sp->scope->name = (char *)fc_str(b, o->scope_name);
                     sp->scope->version = (char *)fc_str(b, o->scope_version);
@@ -1390,6 +1398,8 @@ int fc_otlp_encode(const struct fc_batch *b, struct fc_buf *out, struct fc_error
                     sp->scope->n_attributes = n;
                     sp->scope->dropped_attributes_count = o->scope_dropped;
                 }
+            }
+            if (p->origin != 0) {
                 sp->schema_url = (char *)fc_str(b, o->scope_schema_url);
             }
             rp->scope_profiles[rp->n_scope_profiles++] = sp;

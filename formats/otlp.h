@@ -35,8 +35,8 @@ struct fc_otlp_result {
     char message[256];          /* why the first one was rejected */
 };
 
-int fc_otlp_decode(struct fc_batch *b, const uint8_t *data, size_t len,
-                   struct fc_otlp_result *res, struct fc_error *err);
+int fc_otlp_decode(struct fc_batch *b, const uint8_t *data, size_t len, struct fc_otlp_result *res,
+                   struct fc_error *err);
 
 /* Appends an ExportProfilesServiceRequest holding every profile of b. */
 int fc_otlp_encode(const struct fc_batch *b, struct fc_buf *out, struct fc_error *err);

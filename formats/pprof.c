@@ -995,13 +995,13 @@ int fc_pprof_encode(const struct fc_batch *b, const struct fc_profile *p, struct
     }
     {
         /* Scalars reference strings too, so they are numbered before the table is written. */
-        uint64_t drop = enc_str(&e, p->drop_frames ? p->drop_frames
-                                                    : attr_str(b, p->attrs, FC_OTLP_DROP_FRAMES_KEY));
-        uint64_t keep = enc_str(&e, p->keep_frames ? p->keep_frames
-                                                    : attr_str(b, p->attrs, FC_OTLP_KEEP_FRAMES_KEY));
-        uint64_t dflt = enc_str(&e, p->default_sample_type
-                                        ? p->default_sample_type
-                                        : attr_str(b, p->attrs, FC_OTLP_DEFAULT_TYPE_KEY));
+        uint64_t drop = enc_str(
+            &e, p->drop_frames ? p->drop_frames : attr_str(b, p->attrs, FC_OTLP_DROP_FRAMES_KEY));
+        uint64_t keep = enc_str(
+            &e, p->keep_frames ? p->keep_frames : attr_str(b, p->attrs, FC_OTLP_KEEP_FRAMES_KEY));
+        uint64_t dflt =
+            enc_str(&e, p->default_sample_type ? p->default_sample_type
+                                               : attr_str(b, p->attrs, FC_OTLP_DEFAULT_TYPE_KEY));
         const uint32_t *comments = fc_span_idx(b, p->comments);
         ids.n = 0;
         for (uint32_t j = 0; j < p->comments.n; j++) {
@@ -1010,8 +1010,8 @@ int fc_pprof_encode(const struct fc_batch *b, const struct fc_profile *p, struct
         /* Comments that came through OTLP as pprof.profile.comment.<n>. */
         for (uint32_t j = 0; p->comments.n == 0 && j < p->attrs.n; j++) {
             const struct fc_attr *a = &d->attrs[fc_span_idx(b, p->attrs)[j]];
-            if (a->kind == FC_ATTR_STR &&
-                strncmp(fc_str(b, a->key), FC_OTLP_COMMENT_KEY ".", sizeof(FC_OTLP_COMMENT_KEY)) == 0) {
+            if (a->kind == FC_ATTR_STR && strncmp(fc_str(b, a->key), FC_OTLP_COMMENT_KEY ".",
+                                                  sizeof(FC_OTLP_COMMENT_KEY)) == 0) {
                 u64_push(&ids, enc_str(&e, a->v.str));
             }
         }

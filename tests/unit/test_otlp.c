@@ -1,0 +1,385 @@
+/*
+ * The OTLP codec: every corpus profile survives pprof -> OTLP -> batch with
+ * identical stacks and values per sample type, OTLP -> batch -> OTLP is a
+ * fixed point, pprof -> OTLP -> pprof keeps mappings, labels and links, and
+ * malformed requests are refused with the element named.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <dirent.h>
+#include <cmocka.h>
+
+#include "core/batch.h"
+#include "formats/folded.h"
+#include "formats/otlp.h"
+#include "formats/pb.h"
+#include "formats/pprof.h"
+#include "tests/unit/fc_test.h"
+
+static struct fc_batch *decode_pprof_file(const char *name)
+{
+    char path[1024];
+    size_t len;
+    uint8_t *data;
+    struct fc_batch *b = fc_batch_new(0);
+    struct fc_profile *p = NULL;
+    struct fc_error err = {0};
+
+    snprintf(path, sizeof(path), "%s/%s", fc_test_corpus(), name);
+    data = fc_test_read(path, &len);
+    assert_non_null(data);
+    assert_int_equal(fc_pprof_decode(b, data, len, NULL, &p, &err), FC_OK);
+    assert_int_equal(fc_profile_set_label(b, p, "service_name", "corpus"), FC_OK);
+    assert_int_equal(fc_profile_set_label(b, p, "__name__", "process_cpu"), FC_OK);
+    assert_int_equal(fc_profile_set_label(b, p, "region", "eu-north"), FC_OK);
+    free(data);
+    return b;
+}
+
+static void folded(const struct fc_batch *b, const struct fc_profile *p, uint32_t t,
+                   struct fc_buf *out)
+{
+    fc_buf_init(out, 0);
+    assert_int_equal(fc_folded_write_profile(b, p, t, out), FC_OK);
+}
+
+static void assert_same_folded(const struct fc_batch *x, const struct fc_profile *p, uint32_t t,
+                               const struct fc_batch *y, const struct fc_profile *q, uint32_t u)
+{
+    struct fc_buf a, b;
+
+    folded(x, p, t, &a);
+    folded(y, q, u, &b);
+    assert_int_equal(a.len, b.len);
+    assert_memory_equal(a.data, b.data, a.len);
+    assert_int_equal(fc_profile_total(p, t), fc_profile_total(q, u));
+    fc_buf_release(&a);
+    fc_buf_release(&b);
+}
+
+static struct fc_batch *otlp_round(const struct fc_batch *b, struct fc_buf *wire)
+{
+    struct fc_batch *c = fc_batch_new(0);
+    struct fc_otlp_result res;
+    struct fc_error err = {0};
+
+    fc_buf_init(wire, 0);
+    assert_int_equal(fc_otlp_encode(b, wire, &err), FC_OK);
+    if (fc_otlp_decode(c, wire->data, wire->len, &res, &err) != FC_OK) {
+        fail_msg("decode: %s", err.msg);
+    }
+    assert_int_equal(res.rejected_profiles, 0);
+    return c;
+}
+
+static void test_corpus_pprof_otlp_round_trips(void **state)
+{
+    DIR *d = opendir(fc_test_corpus());
+    struct dirent *e;
+    int files = 0;
+
+    (void)state;
+    assert_non_null(d);
+    while ((e = readdir(d)) != NULL) {
+        size_t n = strlen(e->d_name);
+        struct fc_batch *b, *c, *c2, *back;
+        struct fc_buf w1, w2, w3;
+        const struct fc_profile *p;
+        if (n < 7 || strcmp(e->d_name + n - 6, ".pb.gz") != 0) {
+            continue;
+        }
+        b = decode_pprof_file(e->d_name);
+        p = &b->profiles[0];
+        /* pprof -> OTLP: one profile per sample type, same stacks and values. */
+        c = otlp_round(b, &w1);
+        assert_int_equal(c->n_profiles, p->n_sample_types);
+        for (uint32_t t = 0; t < p->n_sample_types; t++) {
+            const struct fc_profile *q = &c->profiles[t];
+            assert_string_equal(fc_str(b, p->sample_types[t].type),
+                                fc_str(c, q->sample_types[0].type));
+            assert_same_folded(b, p, t, c, q, 0);
+            assert_string_equal(fc_profile_label(c, q, "service_name"), "corpus");
+            assert_string_equal(fc_profile_label(c, q, "region"), "eu-north");
+            assert_string_equal(fc_profile_label(c, q, "__name__"), "process_cpu");
+            assert_int_equal(q->period, p->period);
+            assert_int_equal(q->time_ns, p->time_ns);
+            assert_int_equal(q->duration_ns, p->duration_ns);
+            assert_int_equal(q->n_labels, p->n_labels);
+        }
+        /* OTLP -> batch -> OTLP is a fixed point. */
+        c2 = otlp_round(c, &w2);
+        fc_buf_init(&w3, 0);
+        {
+            struct fc_error err = {0};
+            assert_int_equal(fc_otlp_encode(c2, &w3, &err), FC_OK);
+        }
+        assert_int_equal(w2.len, w3.len);
+        assert_memory_equal(w2.data, w3.data, w2.len);
+        assert_int_equal(w1.len, w2.len);
+        assert_memory_equal(w1.data, w2.data, w1.len);
+        /* OTLP -> pprof -> batch: each type as its own pprof, all pprof fields back. */
+        for (uint32_t t = 0; t < c->n_profiles; t++) {
+            struct fc_buf pp;
+            struct fc_error err = {0};
+            struct fc_profile *r = NULL;
+            back = fc_batch_new(0);
+            fc_buf_init(&pp, 0);
+            assert_int_equal(fc_pprof_encode(c, &c->profiles[t], &pp, &err), FC_OK);
+            assert_int_equal(fc_pprof_decode(back, pp.data, pp.len, NULL, &r, &err), FC_OK);
+            assert_same_folded(b, p, t, back, r, 0);
+            assert_string_equal(fc_str(b, p->drop_frames), fc_str(back, r->drop_frames));
+            assert_string_equal(fc_str(b, p->keep_frames), fc_str(back, r->keep_frames));
+            assert_int_equal(p->comments.n, r->comments.n);
+            for (uint32_t i = 0; i < r->n_samples; i++) {
+                const struct fc_stack *s1 = &b->dict.stacks[p->samples[i].stack];
+                const struct fc_stack *s2 = &back->dict.stacks[r->samples[i].stack];
+                for (uint32_t j = 0; j < s1->locations.n; j++) {
+                    const struct fc_location *l1 =
+                        &b->dict.locations[fc_span_idx(b, s1->locations)[j]];
+                    const struct fc_location *l2 =
+                        &back->dict.locations[fc_span_idx(back, s2->locations)[j]];
+                    const struct fc_mapping *m1 = &b->dict.mappings[l1->mapping];
+                    const struct fc_mapping *m2 = &back->dict.mappings[l2->mapping];
+                    assert_int_equal(l1->address, l2->address);
+                    assert_int_equal(m1->flags, m2->flags);
+                    assert_string_equal(fc_str(b, m1->build_id), fc_str(back, m2->build_id));
+                    assert_int_equal(m1->memory_start, m2->memory_start);
+                }
+                assert_int_equal(p->samples[i].attrs.n, r->samples[i].attrs.n);
+            }
+            fc_buf_release(&pp);
+            fc_batch_unref(back);
+        }
+        fc_buf_release(&w1);
+        fc_buf_release(&w2);
+        fc_buf_release(&w3);
+        fc_batch_unref(b);
+        fc_batch_unref(c);
+        fc_batch_unref(c2);
+        files++;
+    }
+    closedir(d);
+    assert_true(files >= 17);
+}
+
+/* A folded profile whose first sample carries pprof span/trace labels. */
+static struct fc_batch *labelled_batch(void)
+{
+    struct fc_batch *b = fc_batch_new(0);
+    struct fc_profile *p = fc_batch_add_profile(b);
+    struct fc_value_type vt;
+    struct fc_error err = {0};
+    struct fc_attr a = {0};
+    uint32_t ids[3];
+
+    fc_dict_cstring(b, "samples", &vt.type);
+    fc_dict_cstring(b, "count", &vt.unit);
+    fc_profile_set_sample_types(b, p, &vt, 1);
+    fc_profile_set_label(b, p, "service_name", "linked");
+    assert_int_equal(fc_folded_decode(b, p, "main;handle;db 5\nmain;idle 2\n", 29, false, 0, &err),
+                     FC_OK);
+    a.kind = FC_ATTR_STR;
+    fc_dict_cstring(b, "span_id", &a.key);
+    fc_dict_cstring(b, "00f067aa0ba902b7", &a.v.str);
+    fc_dict_attr(b, &a, &ids[0]);
+    fc_dict_cstring(b, "trace_id", &a.key);
+    fc_dict_cstring(b, "4bf92f3577b34da6a3ce929d0e0e4736", &a.v.str);
+    fc_dict_attr(b, &a, &ids[1]);
+    fc_dict_cstring(b, "thread.name", &a.key);
+    fc_dict_cstring(b, "worker-1", &a.v.str);
+    fc_dict_attr(b, &a, &ids[2]);
+    fc_dict_span(b, ids, 3, &p->samples[0].attrs);
+    return b;
+}
+
+static void test_links_both_ways(void **state)
+{
+    struct fc_batch *b = labelled_batch();
+    struct fc_buf wire, pp;
+    struct fc_batch *c = otlp_round(b, &wire);
+    struct fc_batch *back = fc_batch_new(0);
+    const struct fc_profile *q = &c->profiles[0];
+    const struct fc_link *k;
+    struct fc_profile *r = NULL;
+    struct fc_error err = {0};
+    const struct fc_attr *a;
+
+    (void)state;
+    /* In OTLP the labels are a Link; thread.name stays an attribute. */
+    assert_int_not_equal(q->samples[0].link, 0);
+    k = &c->dict.links[q->samples[0].link];
+    assert_int_equal(k->span_id[0], 0x00);
+    assert_int_equal(k->span_id[7], 0xb7);
+    assert_int_equal(k->trace_id[0], 0x4b);
+    assert_int_equal(q->samples[0].attrs.n, 1);
+    assert_null(fc_attrs_find(c, q->samples[0].attrs, "span_id"));
+    assert_non_null(fc_attrs_find(c, q->samples[0].attrs, "thread.name"));
+    assert_int_equal(q->samples[1].link, 0);
+    /* Back in pprof the Link is the labels Pyroscope reads. */
+    fc_buf_init(&pp, 0);
+    assert_int_equal(fc_pprof_encode(c, q, &pp, &err), FC_OK);
+    assert_int_equal(fc_pprof_decode(back, pp.data, pp.len, NULL, &r, &err), FC_OK);
+    a = fc_attrs_find(back, r->samples[0].attrs, "span_id");
+    assert_non_null(a);
+    assert_string_equal(fc_str(back, a->v.str), "00f067aa0ba902b7");
+    a = fc_attrs_find(back, r->samples[0].attrs, "trace_id");
+    assert_string_equal(fc_str(back, a->v.str), "4bf92f3577b34da6a3ce929d0e0e4736");
+    assert_int_equal(r->samples[1].attrs.n, 0);
+    fc_buf_release(&wire);
+    fc_buf_release(&pp);
+    fc_batch_unref(b);
+    fc_batch_unref(c);
+    fc_batch_unref(back);
+}
+
+/* ---- malformed requests: built by hand with the wire writer ---- */
+
+static void msg(struct fc_buf *out, uint32_t field, struct fc_buf *inner)
+{
+    fc_pb_put_bytes(out, field, inner->data, inner->len);
+    fc_buf_reset(inner);
+}
+
+/* A request: dictionary {strings ["", "samples", "count"], stacks [{}, {locs}]} + one profile. */
+static void request(struct fc_buf *out, const char *first_string, int32_t stack_loc,
+                    int32_t sample_stack, bool with_values, int32_t attr_index)
+{
+    struct fc_buf d, t, p, s, sp, rp;
+
+    fc_buf_init(&d, 0);
+    fc_buf_init(&t, 0);
+    fc_buf_init(&p, 0);
+    fc_buf_init(&s, 0);
+    fc_buf_init(&sp, 0);
+    fc_buf_init(&rp, 0);
+    fc_pb_put_bytes(&d, 5, first_string, strlen(first_string));
+    fc_pb_put_bytes(&d, 5, "samples", 7);
+    fc_pb_put_bytes(&d, 5, "count", 5);
+    fc_pb_put_bytes(&d, 2, "", 0); /* location_table[0] = {} */
+    fc_pb_put_uint(&t, 2, 0x1234); /* location 1: address */
+    msg(&d, 2, &t);
+    fc_pb_put_bytes(&d, 7, "", 0); /* stack_table[0] = {} */
+    fc_pb_put_packed(&t, 1, (uint64_t[]){(uint64_t)(int64_t)stack_loc}, 1);
+    msg(&d, 7, &t);
+    fc_pb_put_uint(&t, 1, 1); /* sample_type {type=1 unit=2} */
+    fc_pb_put_uint(&t, 2, 2);
+    msg(&p, 1, &t);
+    fc_pb_put_uint(&s, 1, (uint64_t)(int64_t)sample_stack);
+    if (attr_index != 0) {
+        fc_pb_put_packed(&s, 2, (uint64_t[]){(uint64_t)(int64_t)attr_index}, 1);
+    }
+    if (with_values) {
+        fc_pb_put_packed_i64(&s, 4, (int64_t[]){42}, 1);
+    }
+    msg(&p, 2, &s);
+    msg(&sp, 2, &p);
+    msg(&rp, 2, &sp);
+    msg(out, 1, &rp);
+    msg(out, 2, &d);
+    fc_buf_release(&d);
+    fc_buf_release(&t);
+    fc_buf_release(&p);
+    fc_buf_release(&s);
+    fc_buf_release(&sp);
+    fc_buf_release(&rp);
+}
+
+static int decode(struct fc_buf *wire, struct fc_otlp_result *res, char *why)
+{
+    struct fc_batch *b = fc_batch_new(1 << 20);
+    struct fc_error err = {0};
+    int rc = fc_otlp_decode(b, wire->data, wire->len, res, &err);
+
+    snprintf(why, 512, "%s", rc == FC_OK ? res->message : err.msg);
+    fc_batch_unref(b);
+    fc_buf_reset(wire);
+    return rc;
+}
+
+static void test_malformed_requests(void **state)
+{
+    struct fc_buf w;
+    struct fc_otlp_result res;
+    char why[512];
+
+    (void)state;
+    fc_buf_init(&w, 0);
+    request(&w, "", 1, 1, true, 0);
+    if (decode(&w, &res, why) != FC_OK) {
+        fail_msg("valid request refused: %s", why);
+    }
+    assert_int_equal(res.profiles, 1);
+    assert_int_equal(res.rejected_profiles, 0);
+    /* A dictionary problem refuses the whole request. */
+    request(&w, "x", 1, 1, true, 0);
+    assert_int_equal(decode(&w, &res, why), FC_EPROTO);
+    assert_non_null(strstr(why, "string_table[0] must be \"\""));
+    request(&w, "", 9, 1, true, 0);
+    assert_int_equal(decode(&w, &res, why), FC_EPROTO);
+    assert_non_null(strstr(why, "dictionary.stack_table[1].location_indices: index 9"));
+    /* A problem inside one profile rejects that profile: partial success. */
+    request(&w, "", 1, 5, true, 0);
+    assert_int_equal(decode(&w, &res, why), FC_OK);
+    assert_int_equal(res.rejected_profiles, 1);
+    assert_int_equal(res.profiles, 0);
+    assert_non_null(strstr(why, "stack_index: index 5"));
+    request(&w, "", 1, 1, false, 0);
+    assert_int_equal(decode(&w, &res, why), FC_OK);
+    assert_int_equal(res.rejected_profiles, 1);
+    assert_non_null(strstr(why, "neither values nor timestamps"));
+    request(&w, "", 1, 1, true, 3);
+    assert_int_equal(decode(&w, &res, why), FC_OK);
+    assert_non_null(strstr(why, "attribute_indices: index 3"));
+    /* Wire-level garbage. */
+    fc_buf_append(&w, "\x0a\xff\xff\xff\xff\x0f", 6); /* a huge length */
+    assert_int_equal(decode(&w, &res, why), FC_EPROTO);
+    assert_non_null(strstr(why, "not a valid ExportProfilesServiceRequest"));
+    request(&w, "", 1, 1, true, 0);
+    w.len -= 3; /* truncated */
+    assert_int_equal(decode(&w, &res, why), FC_EPROTO);
+    fc_buf_append(&w, "\x0d\x01\x02\x03\x04", 5); /* resource_profiles as fixed32 */
+    assert_int_equal(decode(&w, &res, why), FC_EPROTO);
+    /* An empty request is a success with nothing in it. */
+    assert_int_equal(decode(&w, &res, why), FC_OK);
+    assert_int_equal(res.profiles, 0);
+    fc_buf_release(&w);
+}
+
+static void test_bad_link_lengths(void **state)
+{
+    struct fc_buf w, d, k;
+    struct fc_otlp_result res;
+    char why[512];
+
+    (void)state;
+    fc_buf_init(&w, 0);
+    fc_buf_init(&d, 0);
+    fc_buf_init(&k, 0);
+    fc_pb_put_bytes(&d, 5, "", 0);
+    fc_pb_put_bytes(&d, 4, "", 0);
+    fc_pb_put_bytes(&k, 1, "0123456789abcdef", 16);
+    fc_pb_put_bytes(&k, 2, "1234", 4);
+    msg(&d, 4, &k);
+    msg(&w, 2, &d);
+    assert_int_equal(decode(&w, &res, why), FC_EPROTO);
+    assert_non_null(strstr(why, "link_table[1]"));
+    fc_buf_release(&w);
+    fc_buf_release(&d);
+    fc_buf_release(&k);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_corpus_pprof_otlp_round_trips),
+        cmocka_unit_test(test_links_both_ways),
+        cmocka_unit_test(test_malformed_requests),
+        cmocka_unit_test(test_bad_link_lengths),
+    };
+    return cmocka_run_group_tests_name("otlp", tests, NULL, NULL);
+}
