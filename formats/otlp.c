@@ -505,7 +505,9 @@ static int decode_profile(struct decoder *x, const PbProfile *pp, uint32_t origi
         return bad(x, "profile %zu: profile_id must be 16 bytes, got %zu", where,
                    pp->profile_id.len);
     }
-    memcpy(p->profile_id, pp->profile_id.data, pp->profile_id.len);
+    if (pp->profile_id.len == 16) {
+        memcpy(p->profile_id, pp->profile_id.data, 16);
+    }
     if ((rc = check(x, fc_dict_cstring(x->b, pp->original_payload_format,
                                        &p->original_payload_format))) != FC_OK) {
         return rc;
