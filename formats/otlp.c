@@ -1,6 +1,7 @@
 #include "formats/otlp.h"
 
 #include "core/mem.h"
+#include "formats/pbjson.h"
 #include "opentelemetry/proto/collector/profiles/v1development/profiles_service.pb-c.h"
 
 #include <inttypes.h>
@@ -258,8 +259,8 @@ static int zero_row_check(struct decoder *x)
 
 static int decode_dictionary(struct decoder *x)
 {
-    static const PbDict empty = PROTOBUF_C_MESSAGE_INIT(
-        &opentelemetry__proto__profiles__v1development__profiles_dictionary__descriptor);
+    static const PbDict empty =
+        OPENTELEMETRY__PROTO__PROFILES__V1DEVELOPMENT__PROFILES_DICTIONARY__INIT;
     const PbDict *d = x->d ? x->d : &empty;
     int rc;
 
@@ -567,10 +568,7 @@ int fc_otlp_decode(struct fc_batch *b, const uint8_t *data, size_t len, struct f
                    struct fc_error *err)
 {
     ProtobufCAllocator alloc = {arena_alloc, arena_free, b->arena};
-    struct decoder x = {0};
     PbRequest *req;
-    int rc;
-    size_t where = 0;
 
     memset(res, 0, sizeof(*res));
     req =
@@ -584,6 +582,18 @@ int fc_otlp_decode(struct fc_batch *b, const uint8_t *data, size_t len, struct f
         return fc_errorf(err, FC_EPROTO,
                          "otlp: not a valid ExportProfilesServiceRequest (malformed protobuf)");
     }
+    return fc_otlp_decode_message(b, req, res, err);
+}
+
+int fc_otlp_decode_message(struct fc_batch *b, const void *message, struct fc_otlp_result *res,
+                           struct fc_error *err)
+{
+    const PbRequest *req = message;
+    struct decoder x = {0};
+    int rc;
+    size_t where = 0;
+
+    memset(res, 0, sizeof(*res));
     x.b = b;
     x.d = req->dictionary;
     x.err = err;
@@ -1325,7 +1335,13 @@ static bool same_resource(const struct fc_batch *b, const struct fc_origin *x,
            x->resource_schema_url == y->resource_schema_url;
 }
 
-int fc_otlp_encode(const struct fc_batch *b, struct fc_buf *out, struct fc_error *err)
+/*
+ * Builds the request message of b in a scratch batch; `emit` turns it into
+ * bytes (protobuf or JSON) before the scratch batch goes away.
+ */
+static int encode_with(const struct fc_batch *b, struct fc_buf *out,
+                       int (*emit)(const ProtobufCMessage *m, struct fc_buf *out),
+                       struct fc_error *err)
 {
     struct encoder e = {0};
     PbRequest req;
@@ -1420,12 +1436,7 @@ int fc_otlp_encode(const struct fc_batch *b, struct fc_buf *out, struct fc_error
     }
     rc = e.rc;
     if (rc == FC_OK) {
-        size_t size = protobuf_c_message_get_packed_size(&req.base);
-        rc = fc_buf_reserve(out, size);
-        if (rc == FC_OK) {
-            protobuf_c_message_pack(&req.base, out->data + out->len);
-            out->len += size;
-        }
+        rc = emit(&req.base, out);
     }
     free(e.str);
     free(e.fn);
@@ -1439,4 +1450,43 @@ int fc_otlp_encode(const struct fc_batch *b, struct fc_buf *out, struct fc_error
         return fc_errorf(err, rc, "otlp: encoding failed (%s)", fc_strerror(rc));
     }
     return FC_OK;
+}
+
+static int fc_otlp_pack(const ProtobufCMessage *m, struct fc_buf *out)
+{
+    size_t size = protobuf_c_message_get_packed_size(m);
+    int rc = fc_buf_reserve(out, size);
+
+    if (rc == FC_OK) {
+        protobuf_c_message_pack(m, out->data + out->len);
+        out->len += size;
+    }
+    return rc;
+}
+
+int fc_otlp_encode(const struct fc_batch *b, struct fc_buf *out, struct fc_error *err)
+{
+    return encode_with(b, out, fc_otlp_pack, err);
+}
+
+int fc_otlp_encode_json(const struct fc_batch *b, struct fc_buf *out, struct fc_error *err)
+{
+    return encode_with(b, out, fc_pbjson_write, err);
+}
+
+int fc_otlp_decode_json(struct fc_batch *b, const char *text, size_t len,
+                        struct fc_otlp_result *res, struct fc_error *err)
+{
+    void *req = NULL;
+    int rc;
+
+    memset(res, 0, sizeof(*res));
+    rc = fc_pbjson_read(
+        b->arena,
+        &opentelemetry__proto__collector__profiles__v1development__export_profiles_service_request__descriptor,
+        text, len, &req, err);
+    if (rc != FC_OK) {
+        return fc_error_wrap(err, "otlp json");
+    }
+    return fc_otlp_decode_message(b, req, res, err);
 }

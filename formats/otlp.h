@@ -41,6 +41,15 @@ int fc_otlp_decode(struct fc_batch *b, const uint8_t *data, size_t len, struct f
 /* Appends an ExportProfilesServiceRequest holding every profile of b. */
 int fc_otlp_encode(const struct fc_batch *b, struct fc_buf *out, struct fc_error *err);
 
+/* The same in the OTLP JSON encoding (lowerCamelCase, int64 as strings, hex ids). */
+int fc_otlp_decode_json(struct fc_batch *b, const char *text, size_t len,
+                        struct fc_otlp_result *res, struct fc_error *err);
+int fc_otlp_encode_json(const struct fc_batch *b, struct fc_buf *out, struct fc_error *err);
+
+/* A request already unpacked (a protobuf-c ExportProfilesServiceRequest in b's arena). */
+int fc_otlp_decode_message(struct fc_batch *b, const void *request, struct fc_otlp_result *res,
+                           struct fc_error *err);
+
 /* The attribute keys of the pprof <-> OTLP conventions, shared with the pprof encoder. */
 #define FC_OTLP_BUILD_ID_KEY "process.executable.build_id.gnu"
 #define FC_OTLP_HAS_FUNCTIONS_KEY "pprof.mapping.has_functions"

@@ -373,6 +373,111 @@ static void test_bad_link_lengths(void **state)
     fc_buf_release(&k);
 }
 
+static void test_json_round_trips_and_rules(void **state)
+{
+    DIR *d = opendir(fc_test_corpus());
+    struct dirent *e;
+    int files = 0;
+
+    (void)state;
+    while ((e = readdir(d)) != NULL) {
+        size_t n = strlen(e->d_name);
+        struct fc_batch *b, *c, *c2;
+        struct fc_buf j1, j2;
+        struct fc_otlp_result res;
+        struct fc_error err = {0};
+        if (n < 7 || strcmp(e->d_name + n - 6, ".pb.gz") != 0) {
+            continue;
+        }
+        b = decode_pprof_file(e->d_name);
+        fc_buf_init(&j1, 0);
+        fc_buf_init(&j2, 0);
+        assert_int_equal(fc_otlp_encode_json(b, &j1, &err), FC_OK);
+        c = fc_batch_new(0);
+        if (fc_otlp_decode_json(c, (const char *)j1.data, j1.len, &res, &err) != FC_OK) {
+            fail_msg("%s: %s", e->d_name, err.msg);
+        }
+        assert_int_equal(c->n_profiles, b->profiles[0].n_sample_types);
+        for (uint32_t t = 0; t < c->n_profiles; t++) {
+            assert_same_folded(b, &b->profiles[0], t, c, &c->profiles[t], 0);
+        }
+        /* JSON -> batch -> JSON is a fixed point too. */
+        assert_int_equal(fc_otlp_encode_json(c, &j2, &err), FC_OK);
+        assert_int_equal(j1.len, j2.len);
+        assert_memory_equal(j1.data, j2.data, j1.len);
+        c2 = fc_batch_new(0);
+        assert_int_equal(fc_otlp_decode_json(c2, (const char *)j2.data, j2.len, &res, &err), FC_OK);
+        fc_buf_release(&j1);
+        fc_buf_release(&j2);
+        fc_batch_unref(b);
+        fc_batch_unref(c);
+        fc_batch_unref(c2);
+        files++;
+    }
+    closedir(d);
+    assert_true(files >= 17);
+}
+
+static void test_json_encoding_details(void **state)
+{
+    struct fc_batch *b = labelled_batch();
+    struct fc_batch *c = fc_batch_new(0);
+    struct fc_buf j;
+    struct fc_otlp_result res;
+    struct fc_error err = {0};
+    const char *text;
+    /* snake_case names, int64 as numbers, unknown fields: all accepted. */
+    const char *hand = "{\"resource_profiles\":[{\"resource\":{\"attributes\":[{\"key\":"
+                       "\"service.name\",\"value\":{\"stringValue\":\"svc\"}}]},"
+                       "\"scopeProfiles\":[{\"profiles\":[{\"sampleType\":{\"typeStrindex\":1,"
+                       "\"unitStrindex\":2},\"timeUnixNano\":1700000000000000000,"
+                       "\"samples\":[{\"stackIndex\":1,\"values\":[\"5\"],\"linkIndex\":1,"
+                       "\"futureField\":true}]}]}]}],"
+                       "\"dictionary\":{\"stringTable\":[\"\",\"samples\",\"count\",\"main\"],"
+                       "\"functionTable\":[{},{\"nameStrindex\":3}],"
+                       "\"locationTable\":[{},{\"lines\":[{\"functionIndex\":1}]}],"
+                       "\"stackTable\":[{},{\"locationIndices\":[1]}],"
+                       "\"linkTable\":[{},{\"traceId\":\"4BF92F3577B34DA6A3CE929D0E0E4736\","
+                       "\"spanId\":\"00f067aa0ba902b7\"}]}}";
+
+    (void)state;
+    fc_buf_init(&j, 0);
+    assert_int_equal(fc_otlp_encode_json(b, &j, &err), FC_OK);
+    text = (const char *)j.data;
+    assert_non_null(strstr(text, "\"resourceProfiles\":["));
+    assert_non_null(strstr(text, "\"traceId\":\"4bf92f3577b34da6a3ce929d0e0e4736\""));
+    assert_non_null(strstr(text, "\"spanId\":\"00f067aa0ba902b7\""));
+    assert_non_null(strstr(text, "\"values\":[\"5\"]"));
+    assert_non_null(strstr(text, "\"stringValue\":\"linked\""));
+    assert_null(strstr(text, "_"
+                             "strindex")); /* no snake_case names */
+    assert_int_equal(fc_otlp_decode_json(c, hand, strlen(hand), &res, &err), FC_OK);
+    assert_int_equal(res.profiles, 1);
+    assert_string_equal(fc_profile_label(c, &c->profiles[0], "service_name"), "svc");
+    assert_int_equal(c->profiles[0].time_ns, 1700000000000000000LL);
+    assert_int_equal(fc_profile_total(&c->profiles[0], 0), 5);
+    assert_int_equal(c->dict.links[c->profiles[0].samples[0].link].trace_id[0], 0x4b);
+    /* Bad JSON and bad hex are refused with the field named. */
+    {
+        static const char *const bad[] = {
+            "{\"resourceProfiles\":[",
+            "{\"dictionary\":{\"linkTable\":[{},{\"traceId\":\"zz\"}]}}",
+            "{\"resourceProfiles\":5}",
+            "{\"dictionary\":{\"stringTable\":[\"\", 7]}}",
+        };
+        static const char *const why[] = {"json:", "trace_id", "resource_profiles", "string_table"};
+        for (size_t i = 0; i < 4; i++) {
+            assert_int_equal(fc_otlp_decode_json(c, bad[i], strlen(bad[i]), &res, &err), FC_EPROTO);
+            if (strstr(err.msg, why[i]) == NULL) {
+                fail_msg("%s: %s", bad[i], err.msg);
+            }
+        }
+    }
+    fc_buf_release(&j);
+    fc_batch_unref(b);
+    fc_batch_unref(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -380,6 +485,8 @@ int main(void)
         cmocka_unit_test(test_links_both_ways),
         cmocka_unit_test(test_malformed_requests),
         cmocka_unit_test(test_bad_link_lengths),
+        cmocka_unit_test(test_json_round_trips_and_rules),
+        cmocka_unit_test(test_json_encoding_details),
     };
     return cmocka_run_group_tests_name("otlp", tests, NULL, NULL);
 }
