@@ -4,6 +4,7 @@
  */
 #include "config/diag.h"
 #include "config/load.h"
+#include "core/convert.h"
 #include "core/buf.h"
 #include "core/default_config.h"
 #include "core/log.h"
@@ -38,6 +39,7 @@ static const char usage_main[] =
     "  validate       check the config and the pipeline graph, start nothing\n"
     "  components     list every component type with its kind and stability\n"
     "  print-config   print the effective config (--default: the built-in one)\n"
+    "  convert        convert a profile between pprof, OTLP (protobuf/JSON) and folded\n"
     "  version        print the version\n"
     "\n"
     "options:\n"
@@ -244,6 +246,11 @@ int main(int argc, char **argv)
     struct options o = {0};
     const char *command = NULL;
     int rc;
+
+    /* convert takes its own arguments. */
+    if (argc >= 2 && strcmp(argv[1], "convert") == 0) {
+        return fc_cmd_convert(argc - 2, argv + 2);
+    }
 
     if (parse_args(argc, argv, 1, &o, &command) != 0) {
         free(o.configs);

@@ -2,6 +2,7 @@
 
 #include "core/mem.h"
 #include "formats/pbjson.h"
+#include "google/rpc/status.pb-c.h"
 #include "opentelemetry/proto/collector/profiles/v1development/profiles_service.pb-c.h"
 
 #include <inttypes.h>
@@ -1489,4 +1490,53 @@ int fc_otlp_decode_json(struct fc_batch *b, const char *text, size_t len,
         return fc_error_wrap(err, "otlp json");
     }
     return fc_otlp_decode_message(b, req, res, err);
+}
+
+/* ---- responses ---------------------------------------------------------------------------- */
+
+typedef Opentelemetry__Proto__Collector__Profiles__V1development__ExportProfilesServiceResponse
+    PbResponse;
+typedef Opentelemetry__Proto__Collector__Profiles__V1development__ExportProfilesPartialSuccess
+    PbPartial;
+
+int fc_otlp_response(uint32_t rejected, const char *message, bool json, struct fc_buf *out)
+{
+    PbResponse resp =
+        OPENTELEMETRY__PROTO__COLLECTOR__PROFILES__V1DEVELOPMENT__EXPORT_PROFILES_SERVICE_RESPONSE__INIT;
+    PbPartial partial =
+        OPENTELEMETRY__PROTO__COLLECTOR__PROFILES__V1DEVELOPMENT__EXPORT_PROFILES_PARTIAL_SUCCESS__INIT;
+
+    /* partial_success stays unset on full success, as the spec asks. */
+    if (rejected > 0 || (message != NULL && message[0] != '\0')) {
+        partial.rejected_profiles = rejected;
+        partial.error_message = (char *)(message ? message : "");
+        resp.partial_success = &partial;
+    }
+    return json ? fc_pbjson_write(&resp.base, out) : fc_otlp_pack(&resp.base, out);
+}
+
+int fc_otlp_status(int grpc_code, const char *message, int64_t retry_after_ns, bool json,
+                   struct fc_buf *out)
+{
+    Google__Rpc__Status status = GOOGLE__RPC__STATUS__INIT;
+    Google__Rpc__RetryInfo retry = GOOGLE__RPC__RETRY_INFO__INIT;
+    Google__Rpc__Duration delay = GOOGLE__RPC__DURATION__INIT;
+    Google__Rpc__Any detail = GOOGLE__RPC__ANY__INIT;
+    Google__Rpc__Any *details[1] = {&detail};
+    uint8_t packed[64];
+
+    status.code = grpc_code;
+    status.message = (char *)message;
+    if (retry_after_ns > 0) {
+        /* Throttling carries google.rpc.RetryInfo, so clients know when to come back. */
+        delay.seconds = retry_after_ns / 1000000000LL;
+        delay.nanos = (int32_t)(retry_after_ns % 1000000000LL);
+        retry.retry_delay = &delay;
+        detail.type_url = (char *)"type.googleapis.com/google.rpc.RetryInfo";
+        detail.value.len = protobuf_c_message_pack(&retry.base, packed);
+        detail.value.data = packed;
+        status.details = details;
+        status.n_details = 1;
+    }
+    return json ? fc_pbjson_write(&status.base, out) : fc_otlp_pack(&status.base, out);
 }

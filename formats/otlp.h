@@ -27,6 +27,7 @@
 #include "core/buf.h"
 #include "core/err.h"
 
+#include <stdbool.h>
 #include <stdint.h>
 
 struct fc_otlp_result {
@@ -49,6 +50,12 @@ int fc_otlp_encode_json(const struct fc_batch *b, struct fc_buf *out, struct fc_
 /* A request already unpacked (a protobuf-c ExportProfilesServiceRequest in b's arena). */
 int fc_otlp_decode_message(struct fc_batch *b, const void *request, struct fc_otlp_result *res,
                            struct fc_error *err);
+
+/* ExportProfilesServiceResponse; partial_success only when something was rejected. */
+int fc_otlp_response(uint32_t rejected, const char *message, bool json, struct fc_buf *out);
+/* google.rpc.Status {code, message}, with a RetryInfo detail when retry_after_ns > 0. */
+int fc_otlp_status(int grpc_code, const char *message, int64_t retry_after_ns, bool json,
+                   struct fc_buf *out);
 
 /* The attribute keys of the pprof <-> OTLP conventions, shared with the pprof encoder. */
 #define FC_OTLP_BUILD_ID_KEY "process.executable.build_id.gnu"

@@ -1,0 +1,173 @@
+/*
+ * otlp receiver: OTLP profiles over gRPC and HTTP, as the OpenTelemetry
+ * Collector's otlp receiver takes them.
+ */
+#include "receivers/otlp/otlp.h"
+
+#include "core/http_server.h"
+#include "core/log.h"
+#include "core/mem.h"
+#include "core/metrics.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define OFF(f) offsetof(struct otlp_config, f)
+
+static const struct fc_field grpc_fields[] = {
+    {"endpoint", FC_FIELD_STR, "127.0.0.1:4317", OFF(protocols.grpc.endpoint) - OFF(protocols.grpc),
+     "host:port of the gRPC listener"},
+    {"max_recv_msg_size", FC_FIELD_SIZE, "16MiB",
+     OFF(protocols.grpc.max_recv_msg_size) - OFF(protocols.grpc),
+     "larger messages get RESOURCE_EXHAUSTED"},
+    {NULL},
+};
+
+static const struct fc_field http_fields[] = {
+    {"endpoint", FC_FIELD_STR, "127.0.0.1:4318", OFF(protocols.http.endpoint) - OFF(protocols.http),
+     "host:port of the HTTP listener (shared with components naming the same one)"},
+    {"max_request_body_size", FC_FIELD_SIZE, "16MiB",
+     OFF(protocols.http.max_request_body_size) - OFF(protocols.http), "larger bodies get 413"},
+    {NULL},
+};
+
+static const struct fc_field protocols_fields[] = {
+    {"grpc", FC_FIELD_OBJECT, NULL, OFF(protocols.grpc) - OFF(protocols),
+     "ProfilesService/Export over gRPC; on when the key is present", .sub = grpc_fields,
+     .flags = FC_FIELD_PRESENCE},
+    {"http", FC_FIELD_OBJECT, NULL, OFF(protocols.http) - OFF(protocols),
+     "POST /v1development/profiles (protobuf or JSON); on when the key is present",
+     .sub = http_fields, .flags = FC_FIELD_PRESENCE},
+    {NULL},
+};
+
+static const struct fc_field otlp_fields[] = {
+    {"protocols", FC_FIELD_OBJECT, NULL, OFF(protocols), "at least one of grpc and http",
+     .sub = protocols_fields},
+    {"max_decompressed_size", FC_FIELD_SIZE, "64MiB", OFF(max_decompressed_size),
+     "a request that inflates past this is refused (413 / RESOURCE_EXHAUSTED)"},
+    {"retry_after", FC_FIELD_DURATION, "5s", OFF(retry_after),
+     "Retry-After / RetryInfo sent when the pipeline pushes back"},
+    {NULL},
+};
+
+static int otlp_create(struct fc_receiver *self, struct fc_error *err)
+{
+    const struct otlp_config *cfg = self->config;
+    struct otlp_receiver *r;
+    char host[256];
+    uint16_t port;
+    char labels[256];
+
+    if (!cfg->protocols.grpc.enabled && !cfg->protocols.http.enabled) {
+        return fc_errorf(err, FC_ECONFIG,
+                         "protocols: enable grpc and/or http (e.g. protocols: {grpc:, http:})");
+    }
+    if (cfg->protocols.grpc.enabled &&
+        fc_parse_endpoint(cfg->protocols.grpc.endpoint, host, sizeof(host), &port, err) != FC_OK) {
+        return fc_error_wrap(err, "protocols.grpc");
+    }
+    if (cfg->protocols.http.enabled &&
+        fc_parse_endpoint(cfg->protocols.http.endpoint, host, sizeof(host), &port, err) != FC_OK) {
+        return fc_error_wrap(err, "protocols.http");
+    }
+    if (cfg->max_decompressed_size <= 0 || cfg->protocols.grpc.max_recv_msg_size <= 0 ||
+        cfg->protocols.http.max_request_body_size <= 0) {
+        return fc_errorf(err, FC_ECONFIG, "sizes must be positive");
+    }
+    r = fc_xcalloc(1, sizeof(*r));
+    r->self = self;
+    r->cfg = cfg;
+    snprintf(labels, sizeof(labels), "receiver=\"%s\"", self->id);
+    r->rejected_profiles = fc_metrics_counter("flamecol_receiver_refused_profiles_total", labels,
+                                              "Profiles rejected inside accepted requests "
+                                              "(OTLP partial success).");
+    self->ctx = r;
+    return FC_OK;
+}
+
+static int otlp_start(struct fc_receiver *self, struct fc_host *host, struct fc_error *err)
+{
+    struct otlp_receiver *r = self->ctx;
+
+    if (r->cfg->protocols.http.enabled && otlp_http_start(r, host, err) != FC_OK) {
+        return err->code;
+    }
+    if (r->cfg->protocols.grpc.enabled && otlp_grpc_start(r, err) != FC_OK) {
+        return err->code;
+    }
+    return FC_OK;
+}
+
+static void otlp_shutdown(struct fc_receiver *self)
+{
+    otlp_grpc_stop(self->ctx);
+}
+
+static void otlp_destroy(struct fc_receiver *self)
+{
+    otlp_grpc_stop(self->ctx);
+    free(self->ctx);
+    self->ctx = NULL;
+}
+
+void otlp_count_refused(struct otlp_receiver *r)
+{
+    fc_metric_add(r->self->metrics.failed_batches, 1);
+}
+
+int otlp_export(struct otlp_receiver *r, const uint8_t *body, size_t len, bool json,
+                const char *tenant, struct fc_otlp_result *res, struct fc_error *err)
+{
+    /* Decoded tables take a few times the wire size; the cap bounds one request. */
+    struct fc_batch *b = fc_batch_new((size_t)r->cfg->max_decompressed_size * 4);
+    int rc;
+
+    memset(res, 0, sizeof(*res));
+    if (b == NULL) {
+        return fc_errorf(err, FC_EUNAVAIL, "out of memory");
+    }
+    rc = fc_batch_set_tenant(b, tenant ? tenant : "anonymous");
+    if (rc == FC_OK) {
+        rc = json ? fc_otlp_decode_json(b, (const char *)body, len, res, err)
+                  : fc_otlp_decode(b, body, len, res, err);
+    }
+    if (rc != FC_OK) {
+        otlp_count_refused(r);
+        fc_batch_unref(b);
+        return rc;
+    }
+    fc_metric_add(r->rejected_profiles, res->rejected_profiles);
+    if (res->rejected_profiles > 0) {
+        fc_log_debug(r->self->id, "rejected %u profiles: %s", res->rejected_profiles, res->message);
+    }
+    /* Nothing left to forward (empty, or every profile rejected): acknowledged as is. */
+    if (b->n_profiles > 0) {
+        rc = fc_receiver_consume(r->self, b, err);
+    }
+    fc_batch_unref(b);
+    return rc;
+}
+
+int otlp_grpc_code(int rc)
+{
+    /* The Collector's mapping: a retryable refusal is UNAVAILABLE unless it is a limit. */
+    return rc == FC_EAGAIN ? 8 : fc_err_grpc_status(rc);
+}
+
+const struct fc_receiver_type fc_otlp_receiver = {
+    .info =
+        {
+            .name = "otlp",
+            .description = "OTLP profiles over gRPC (ProfilesService/Export) and HTTP "
+                           "(/v1development/profiles, protobuf or JSON)",
+            .stability = FC_STABILITY_BETA,
+            .fields = otlp_fields,
+            .config_size = sizeof(struct otlp_config),
+        },
+    .create = otlp_create,
+    .start = otlp_start,
+    .shutdown = otlp_shutdown,
+    .destroy = otlp_destroy,
+};

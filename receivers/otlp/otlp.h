@@ -1,0 +1,55 @@
+/* Private to receivers/otlp: config, state, and the path both transports share. */
+#ifndef FC_RECEIVERS_OTLP_H
+#define FC_RECEIVERS_OTLP_H
+
+#include "core/component.h"
+#include "formats/otlp.h"
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+struct otlp_config {
+    struct {
+        struct {
+            bool enabled; /* first: FC_FIELD_PRESENCE */
+            const char *endpoint;
+            int64_t max_recv_msg_size;
+        } grpc;
+        struct {
+            bool enabled;
+            const char *endpoint;
+            int64_t max_request_body_size;
+        } http;
+    } protocols;
+    int64_t max_decompressed_size;
+    int64_t retry_after;
+};
+
+struct otlp_grpc;
+
+struct otlp_receiver {
+    struct fc_receiver *self;
+    const struct otlp_config *cfg;
+    _Atomic int64_t *rejected_profiles; /* partial success, counted per profile */
+    struct otlp_grpc *grpc;             /* NULL unless protocols.grpc is on */
+};
+
+/*
+ * Decodes one request (protobuf or JSON, already decompressed) and sends it
+ * down the pipelines. Returns FC_OK (res says what was rejected) or the
+ * error code for the transport to map; err names the problem.
+ */
+int otlp_export(struct otlp_receiver *r, const uint8_t *body, size_t len, bool json,
+                const char *tenant, struct fc_otlp_result *res, struct fc_error *err);
+/* The gRPC status code for an outcome (OTLP: retryable refusals are
+ * UNAVAILABLE/RESOURCE_EXHAUSTED). */
+int otlp_grpc_code(int rc);
+/* Counts a request refused before it reached the pipeline. */
+void otlp_count_refused(struct otlp_receiver *r);
+
+int otlp_http_start(struct otlp_receiver *r, struct fc_host *host, struct fc_error *err);
+int otlp_grpc_start(struct otlp_receiver *r, struct fc_error *err);
+void otlp_grpc_stop(struct otlp_receiver *r);
+
+#endif
