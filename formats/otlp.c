@@ -445,20 +445,24 @@ static int labels_from_attrs(struct fc_batch *b, struct fc_profile *p, struct fc
     return FC_OK;
 }
 
-/* Pyroscope's naming for OTLP profiles without an explicit __name__. */
+/*
+ * Pyroscope's naming for OTLP profiles without an explicit __name__: a cpu
+ * period (samples:count or cpu:nanoseconds) is process_cpu, off_cpu and wall
+ * keep their names, otherwise the period type names the profile.
+ */
 static const char *derived_name(const struct fc_batch *b, const struct fc_profile *p)
 {
     const char *type = fc_str(b, p->sample_types[0].type);
-    const char *unit = fc_str(b, p->sample_types[0].unit);
     const char *ptype = fc_str(b, p->period_type.type);
-    const char *punit = fc_str(b, p->period_type.unit);
 
-    if (strcmp(type, "samples") == 0 && strcmp(unit, "count") == 0 && strcmp(ptype, "cpu") == 0 &&
-        strcmp(punit, "nanoseconds") == 0) {
-        return "process_cpu";
-    }
     if (strcmp(type, "off_cpu") == 0) {
         return "off_cpu";
+    }
+    if (strcmp(ptype, "cpu") == 0 || strcmp(type, "cpu") == 0) {
+        return "process_cpu";
+    }
+    if (strcmp(type, "wall") == 0 || strcmp(ptype, "wall") == 0) {
+        return "wall";
     }
     return ptype[0] ? ptype : type[0] ? type : "unknown";
 }
