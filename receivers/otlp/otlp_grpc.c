@@ -25,11 +25,14 @@
 #define EXPORT_METHOD "/opentelemetry.proto.collector.profiles.v1development.ProfilesService/Export"
 #define N_THREADS 4
 #define N_SLOTS 32
+#define N_UNKNOWN_SLOTS 2 /* answer UNIMPLEMENTED to other methods */
 
 enum slot_state { SLOT_IDLE, SLOT_WAITING, SLOT_ANSWERING };
 
 struct slot {
     struct otlp_grpc *g;
+    bool unknown_method; /* requested with grpc_server_request_call */
+    grpc_call_details call_details;
     enum slot_state state;
     grpc_call *call;
     gpr_timespec deadline;
@@ -49,7 +52,7 @@ struct otlp_grpc {
     void *method;
     pthread_t threads[N_THREADS];
     int n_threads;
-    struct slot slots[N_SLOTS];
+    struct slot slots[N_SLOTS + N_UNKNOWN_SLOTS];
     _Atomic int stopping;
     int shutdown_tag;
     pthread_mutex_t lock;
@@ -65,8 +68,14 @@ static void request_call(struct slot *s)
     s->payload = NULL;
     s->call = NULL;
     s->state = SLOT_WAITING;
-    e = grpc_server_request_registered_call(s->g->server, s->g->method, &s->call, &s->deadline,
-                                            &s->md, &s->payload, s->g->cq, s->g->cq, s);
+    if (s->unknown_method) {
+        grpc_call_details_init(&s->call_details);
+        e = grpc_server_request_call(s->g->server, &s->call, &s->call_details, &s->md, s->g->cq,
+                                     s->g->cq, s);
+    } else {
+        e = grpc_server_request_registered_call(s->g->server, s->g->method, &s->call, &s->deadline,
+                                                &s->md, &s->payload, s->g->cq, s->g->cq, s);
+    }
     if (e != GRPC_CALL_OK) {
         grpc_metadata_array_destroy(&s->md);
         s->state = SLOT_IDLE;
@@ -106,6 +115,22 @@ static void answer(struct slot *s)
 
     memset(ops, 0, sizeof(ops));
     fc_buf_init(&out, 0);
+    if (s->unknown_method) {
+        s->details = grpc_slice_from_static_string("flamecol serves only " EXPORT_METHOD);
+        s->n_trailing = 0;
+        s->response = NULL;
+        ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+        ops[1].op = GRPC_OP_RECV_CLOSE_ON_SERVER;
+        ops[1].data.recv_close_on_server.cancelled = &s->cancelled;
+        ops[2].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
+        ops[2].data.send_status_from_server.status = GRPC_STATUS_UNIMPLEMENTED;
+        ops[2].data.send_status_from_server.status_details = &s->details;
+        s->state = SLOT_ANSWERING;
+        if (grpc_call_start_batch(s->call, ops, 3, s, NULL) != GRPC_CALL_OK) {
+            s->state = SLOT_IDLE;
+        }
+        return;
+    }
     if (s->payload != NULL) {
         grpc_byte_buffer_reader reader;
         if (grpc_byte_buffer_reader_init(&reader, s->payload)) {
@@ -178,7 +203,11 @@ static void finish(struct slot *s)
         s->n_trailing = 0;
     }
     grpc_slice_unref(s->details);
+    s->details = grpc_empty_slice();
     grpc_metadata_array_destroy(&s->md);
+    if (s->unknown_method) {
+        grpc_call_details_destroy(&s->call_details);
+    }
     if (s->call != NULL) {
         grpc_call_unref(s->call);
         s->call = NULL;
@@ -211,6 +240,9 @@ static void *poll_thread(void *arg)
             if (!ev.success) {
                 /* The server is shutting down: this slot never got a call. */
                 grpc_metadata_array_destroy(&s->md);
+                if (s->unknown_method) {
+                    grpc_call_details_destroy(&s->call_details);
+                }
                 s->state = SLOT_IDLE;
                 continue;
             }
@@ -279,8 +311,9 @@ int otlp_grpc_start(struct otlp_receiver *r, struct fc_error *err)
         return err->code;
     }
     grpc_server_start(g->server);
-    for (int i = 0; i < N_SLOTS; i++) {
+    for (int i = 0; i < N_SLOTS + N_UNKNOWN_SLOTS; i++) {
         g->slots[i].g = g;
+        g->slots[i].unknown_method = i >= N_SLOTS;
         g->slots[i].details = grpc_empty_slice();
         request_call(&g->slots[i]);
     }

@@ -1,0 +1,173 @@
+"""OTLP/gRPC against the real binary with a real gRPC client (Debian's
+python3-grpcio): every corpus profile, gzip, errors, partial success,
+tenants, and clients that misbehave."""
+import os
+import socket
+import subprocess
+import threading
+import unittest
+
+import grpc
+
+from harness import BIN, CORPUS, Collector, corpus_files, debug_profiles, free_port, parse_top
+
+METHOD = "/opentelemetry.proto.collector.profiles.v1development.ProfilesService/Export"
+
+PIPELINE = """
+receivers:
+  otlp:
+    protocols:
+      grpc:
+        endpoint: 127.0.0.1:{grpc}
+        max_recv_msg_size: 256KiB
+      http:
+        endpoint: 127.0.0.1:{port}
+exporters:
+  debug:
+    verbosity: detailed
+    path: {debug}
+service:
+  pipelines:
+    profiles:
+      receivers: [otlp]
+      exporters: [debug]
+  telemetry:
+    metrics:
+      endpoint: 127.0.0.1:{metrics}
+"""
+
+
+def convert(name, *labels):
+    args = [BIN, "convert", "--to", "otlp"]
+    for l in labels:
+        args += ["--label", l]
+    return subprocess.run(args + [os.path.join(CORPUS, name + ".pb.gz")], check=True,
+                          capture_output=True).stdout
+
+
+def varint(data, i):
+    v, shift = 0, 0
+    while True:
+        b = data[i]; i += 1
+        v |= (b & 0x7F) << shift
+        shift += 7
+        if not b & 0x80:
+            return v, i
+
+
+def partial_success(resp):
+    """ExportProfilesServiceResponse.partial_success -> (rejected, message) or None."""
+    if not resp:
+        return None
+    assert resp[0] == 0x0A
+    n, i = varint(resp, 1)
+    inner, rejected, msg, j = resp[i:i + n], 0, "", 0
+    while j < len(inner):
+        tag = inner[j]; j += 1
+        if tag == 0x08:
+            rejected, j = varint(inner, j)
+        elif tag == 0x12:
+            m, j = varint(inner, j)
+            msg = inner[j:j + m].decode(); j += m
+    return rejected, msg
+
+
+class OtlpGrpcTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        grpc_port = free_port()
+        cls.c = Collector(PIPELINE.replace("{grpc}", str(grpc_port)))
+        cls.c.wait_ready()
+        cls.grpc_port = grpc_port
+        cls.channel = grpc.insecure_channel("127.0.0.1:%d" % grpc_port)
+        cls.export = cls.channel.unary_unary(METHOD)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.channel.close()
+        assert cls.c.stop() == 0, cls.c.log()
+
+    def test_corpus_plain_and_gzip(self):
+        for i, name in enumerate(corpus_files()):
+            body = convert(name, "service_name=grpc-%d" % i)
+            for compression in (None, grpc.Compression.Gzip):
+                before = len(debug_profiles(self.c.debug_output()))
+                resp = self.export(body, timeout=10, compression=compression)
+                self.assertEqual(resp, b"")
+                profiles = debug_profiles(self.c.debug_output())[before:]
+                by_type = {t.split(":")[0]: v for p in profiles for t, v in p["types"].items()}
+                for section in parse_top(name).values():
+                    got = by_type[section["type"]]
+                    self.assertEqual(got["total"], section["total"], name)
+                    for flat, fn in section["rows"][:10]:
+                        self.assertEqual(got["flat"].get(fn, 0), flat, "%s %s" % (name, fn))
+                self.assertIn('service_name="grpc-%d"' % i, profiles[0]["summary"])
+
+    def test_errors_and_still_serving(self):
+        with self.assertRaises(grpc.RpcError) as e:
+            self.export(b"\x0a\xff\xff\xff\x0f", timeout=5)
+        self.assertEqual(e.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertIn("ExportProfilesServiceRequest", e.exception.details())
+        with self.assertRaises(grpc.RpcError) as e:
+            self.export(b"\x0a" + b"\x80" * 300000, timeout=5)
+        self.assertEqual(e.exception.code(), grpc.StatusCode.RESOURCE_EXHAUSTED)
+        other = self.channel.unary_unary("/opentelemetry.proto.collector.profiles.v1development.ProfilesService/Nope")
+        with self.assertRaises(grpc.RpcError) as e:
+            other(b"", timeout=5)
+        self.assertEqual(e.exception.code(), grpc.StatusCode.UNIMPLEMENTED)
+        self.assertEqual(self.export(convert("go-1s-mutex"), timeout=5), b"")
+
+    def test_partial_success_and_tenant(self):
+        def field(n, payload):
+            return bytes([n << 3 | 2]) + bytes(enc(len(payload))) + payload
+
+        def enc(n):
+            out = []
+            while True:
+                b = n & 0x7F
+                n >>= 7
+                out.append(b | (0x80 if n else 0))
+                if not n:
+                    return out
+
+        # The good request plus one more ResourceProfiles whose only sample points at
+        # stack 777: repeated fields of concatenated messages merge, so that profile is
+        # rejected alone (partial success) and the rest is stored.
+        sample = bytes([0x08]) + bytes(enc(777)) + field(4, b"\x01")
+        bad = field(1, field(2, field(2, field(2, sample))))
+        resp, call = self.export.with_call(convert("go-1s-mutex") + bad, timeout=5,
+                                           metadata=(("x-scope-orgid", "team-grpc"),))
+        self.assertEqual(call.code(), grpc.StatusCode.OK)
+        rejected, msg = partial_success(resp)
+        self.assertEqual(rejected, 1)
+        self.assertIn("stack_index: index 777", msg)
+        self.assertIn("batch tenant=team-grpc", self.c.debug_output())
+
+    def test_misbehaving_clients(self):
+        # Garbage on the port, a client that hangs up mid-request, many calls at once.
+        for payload in (b"GET / HTTP/1.1\r\n\r\n", b"\x00" * 100, b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\xff\xff"):
+            s = socket.create_connection(("127.0.0.1", self.grpc_port))
+            s.sendall(payload)
+            s.close()
+        # A client that gives up mid-call.
+        future = self.export.future(convert("go-3s-cpu"), timeout=10)
+        future.cancel()
+        errors = []
+
+        def worker():
+            try:
+                self.assertEqual(self.export(convert("go-1s-block"), timeout=20), b"")
+            except Exception as e:  # collected and asserted below
+                errors.append(e)
+
+        threads = [threading.Thread(target=worker) for _ in range(16)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.assertEqual(errors, [])
+        self.assertEqual(self.export(convert("go-1s-mutex"), timeout=5), b"")
+
+
+if __name__ == "__main__":
+    unittest.main()
