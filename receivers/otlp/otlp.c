@@ -21,6 +21,9 @@ static const struct fc_field grpc_fields[] = {
     {"max_recv_msg_size", FC_FIELD_SIZE, "16MiB",
      OFF(protocols.grpc.max_recv_msg_size) - OFF(protocols.grpc),
      "larger messages get RESOURCE_EXHAUSTED"},
+    {"threads", FC_FIELD_INT, "1", OFF(protocols.grpc.threads) - OFF(protocols.grpc),
+     "threads that decode requests and run the pipelines (1-16); one costs the least CPU "
+     "per request, more keep calls moving when an exporter blocks"},
     {NULL},
 };
 
@@ -71,6 +74,9 @@ static int otlp_create(struct fc_receiver *self, struct fc_error *err)
     if (cfg->protocols.http.enabled &&
         fc_parse_endpoint(cfg->protocols.http.endpoint, host, sizeof(host), &port, err) != FC_OK) {
         return fc_error_wrap(err, "protocols.http");
+    }
+    if (cfg->protocols.grpc.threads < 1 || cfg->protocols.grpc.threads > 16) {
+        return fc_errorf(err, FC_ECONFIG, "protocols.grpc.threads must be between 1 and 16");
     }
     if (cfg->max_decompressed_size <= 0 || cfg->protocols.grpc.max_recv_msg_size <= 0 ||
         cfg->protocols.http.max_request_body_size <= 0) {

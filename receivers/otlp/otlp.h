@@ -15,6 +15,7 @@ struct otlp_config {
             bool enabled; /* first: FC_FIELD_PRESENCE */
             const char *endpoint;
             int64_t max_recv_msg_size;
+            int64_t threads;
         } grpc;
         struct {
             bool enabled;

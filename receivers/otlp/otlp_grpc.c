@@ -23,7 +23,7 @@
 #include <string.h>
 
 #define EXPORT_METHOD "/opentelemetry.proto.collector.profiles.v1development.ProfilesService/Export"
-#define N_THREADS 4
+#define MAX_THREADS 16
 #define N_SLOTS 32
 #define N_UNKNOWN_SLOTS 2 /* answer UNIMPLEMENTED to other methods */
 
@@ -50,7 +50,7 @@ struct otlp_grpc {
     grpc_server *server;
     grpc_completion_queue *cq;
     void *method;
-    pthread_t threads[N_THREADS];
+    pthread_t threads[MAX_THREADS];
     int n_threads;
     struct slot slots[N_SLOTS + N_UNKNOWN_SLOTS];
     _Atomic int stopping;
@@ -317,7 +317,7 @@ int otlp_grpc_start(struct otlp_receiver *r, struct fc_error *err)
         g->slots[i].details = grpc_empty_slice();
         request_call(&g->slots[i]);
     }
-    for (int i = 0; i < N_THREADS; i++) {
+    for (int64_t i = 0; i < r->cfg->protocols.grpc.threads && i < MAX_THREADS; i++) {
         pthread_create(&g->threads[g->n_threads++], NULL, poll_thread, g);
     }
     fc_log_info(r->self->id, "grpc listening on %s", addr);

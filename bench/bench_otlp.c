@@ -1,0 +1,273 @@
+/*
+ * OTLP ingest throughput over gRPC and HTTP, beside the in-process
+ * decode-only floor measured in the same run.
+ *
+ *   bench_otlp FLAMECOL_BIN CORPUS_DIR [seconds=10] [in_flight=4]
+ *
+ * Requests: each corpus pprof converted to an OTLP ExportProfilesServiceRequest.
+ * The collector runs `otlp` (grpc + http) -> `nop`; N clients keep one
+ * request in flight each. Printed per transport: requests/s, profiles/s,
+ * samples/s, MB/s, requests per CPU-second of the collector, and peak RSS;
+ * and the ratio of the floor's requests per CPU-second to the collector's.
+ * Figures, not assertions.
+ */
+#include "bench/bench_util.h"
+#include "core/batch.h"
+#include "core/timeutil.h"
+#include "formats/otlp.h"
+#include "formats/pprof.h"
+
+#include <grpc/byte_buffer.h>
+#include <grpc/grpc.h>
+#include <grpc/grpc_security.h>
+#include <grpc/support/time.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define METHOD "/opentelemetry.proto.collector.profiles.v1development.ProfilesService/Export"
+
+struct request {
+    uint8_t *data;
+    size_t len;
+    uint32_t profiles;
+    uint64_t samples;
+};
+
+static struct request reqs[64];
+static size_t n_reqs;
+static int http_port, grpc_port;
+static _Atomic int64_t done_requests, done_bytes, done_profiles, done_samples, failures;
+static _Atomic int stop;
+static grpc_channel *channel;
+
+static void count(const struct request *r)
+{
+    atomic_fetch_add(&done_requests, 1);
+    atomic_fetch_add(&done_bytes, (int64_t)r->len);
+    atomic_fetch_add(&done_profiles, r->profiles);
+    atomic_fetch_add(&done_samples, (int64_t)r->samples);
+}
+
+static void *http_client(void *arg)
+{
+    size_t i = (size_t)(uintptr_t)arg;
+    int fd = bench_connect(http_port);
+
+    while (!atomic_load(&stop) && fd >= 0) {
+        const struct request *r = &reqs[i++ % n_reqs];
+        if (bench_http_post(fd, "/v1development/profiles", "application/x-protobuf", r->data,
+                            r->len) != 200) {
+            atomic_fetch_add(&failures, 1);
+            close(fd);
+            fd = bench_connect(http_port);
+            continue;
+        }
+        count(r);
+    }
+    if (fd >= 0) {
+        close(fd);
+    }
+    return NULL;
+}
+
+/* One unary call with gRPC core's client API; returns the status. */
+static int grpc_export(grpc_completion_queue *cq, const struct request *r)
+{
+    grpc_slice method = grpc_slice_from_static_string(METHOD);
+    gpr_timespec deadline =
+        gpr_time_add(gpr_now(GPR_CLOCK_REALTIME), gpr_time_from_seconds(30, GPR_TIMESPAN));
+    grpc_call *call = grpc_channel_create_call(channel, NULL, GRPC_PROPAGATE_DEFAULTS, cq, method,
+                                               NULL, deadline, NULL);
+    grpc_slice body = grpc_slice_from_static_buffer(r->data, r->len);
+    grpc_byte_buffer *send = grpc_raw_byte_buffer_create(&body, 1);
+    grpc_byte_buffer *recv = NULL;
+    grpc_metadata_array initial, trailing;
+    grpc_status_code status = GRPC_STATUS_UNKNOWN;
+    grpc_slice details;
+    grpc_op ops[6];
+    int tag;
+
+    grpc_metadata_array_init(&initial);
+    grpc_metadata_array_init(&trailing);
+    memset(ops, 0, sizeof(ops));
+    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+    ops[1].op = GRPC_OP_SEND_MESSAGE;
+    ops[1].data.send_message.send_message = send;
+    ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+    ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
+    ops[3].data.recv_initial_metadata.recv_initial_metadata = &initial;
+    ops[4].op = GRPC_OP_RECV_MESSAGE;
+    ops[4].data.recv_message.recv_message = &recv;
+    ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+    ops[5].data.recv_status_on_client.trailing_metadata = &trailing;
+    ops[5].data.recv_status_on_client.status = &status;
+    ops[5].data.recv_status_on_client.status_details = &details;
+    grpc_call_start_batch(call, ops, 6, &tag, NULL);
+    grpc_completion_queue_pluck(cq, &tag, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+    grpc_byte_buffer_destroy(send);
+    if (recv != NULL) {
+        grpc_byte_buffer_destroy(recv);
+    }
+    grpc_slice_unref(details);
+    grpc_metadata_array_destroy(&initial);
+    grpc_metadata_array_destroy(&trailing);
+    grpc_call_unref(call);
+    return (int)status;
+}
+
+static void *grpc_client(void *arg)
+{
+    size_t i = (size_t)(uintptr_t)arg;
+    grpc_completion_queue *cq = grpc_completion_queue_create_for_pluck(NULL);
+
+    while (!atomic_load(&stop)) {
+        const struct request *r = &reqs[i++ % n_reqs];
+        if (grpc_export(cq, r) != GRPC_STATUS_OK) {
+            atomic_fetch_add(&failures, 1);
+            continue;
+        }
+        count(r);
+    }
+    grpc_completion_queue_shutdown(cq);
+    grpc_completion_queue_destroy(cq);
+    return NULL;
+}
+
+static void make_requests(const char *dir)
+{
+    uint8_t *files[64];
+    size_t lens[64];
+    size_t n = bench_load_corpus(dir, files, lens, 64);
+
+    for (size_t i = 0; i < n; i++) {
+        struct fc_batch *b = fc_batch_new(0);
+        struct fc_profile *p = NULL;
+        struct fc_error err = {0};
+        struct fc_buf out;
+        if (fc_pprof_decode(b, files[i], lens[i], NULL, &p, &err) != FC_OK) {
+            fprintf(stderr, "corpus: %s\n", err.msg);
+            exit(1);
+        }
+        fc_profile_set_label(b, p, "service_name", "bench");
+        fc_buf_init(&out, 0);
+        fc_otlp_encode(b, &out, &err);
+        reqs[n_reqs].data = fc_buf_detach(&out, &reqs[n_reqs].len);
+        reqs[n_reqs].profiles = p->n_sample_types;
+        reqs[n_reqs].samples = (uint64_t)p->n_samples * p->n_sample_types;
+        n_reqs++;
+        fc_batch_unref(b);
+        free(files[i]);
+    }
+}
+
+static double floor_run(double seconds)
+{
+    int64_t t0 = fc_now_mono_ns();
+    double c0 = bench_cpu_self();
+    int64_t n = 0;
+
+    while (fc_now_mono_ns() - t0 < (int64_t)(seconds * 1e9)) {
+        for (size_t i = 0; i < n_reqs; i++) {
+            struct fc_batch *b = fc_batch_new(256u << 20);
+            struct fc_otlp_result res;
+            struct fc_error err = {0};
+            if (fc_otlp_decode(b, reqs[i].data, reqs[i].len, &res, &err) != FC_OK) {
+                fprintf(stderr, "floor: %s\n", err.msg);
+                exit(1);
+            }
+            fc_batch_unref(b);
+            n++;
+        }
+    }
+    return (double)n / (bench_cpu_self() - c0);
+}
+
+static void phase(const char *name, void *(*fn)(void *), int n, double seconds, pid_t pid,
+                  double floor)
+{
+    pthread_t threads[64];
+    double c0, cpu, wall;
+    int64_t t0;
+
+    atomic_store(&stop, 0);
+    atomic_store(&done_requests, 0);
+    atomic_store(&done_bytes, 0);
+    atomic_store(&done_profiles, 0);
+    atomic_store(&done_samples, 0);
+    atomic_store(&failures, 0);
+    c0 = bench_cpu_of(pid);
+    t0 = fc_now_mono_ns();
+    for (int i = 0; i < n; i++) {
+        pthread_create(&threads[i], NULL, fn, (void *)(uintptr_t)(i * 5));
+    }
+    fc_sleep_ns((int64_t)(seconds * 1e9));
+    atomic_store(&stop, 1);
+    for (int i = 0; i < n; i++) {
+        pthread_join(threads[i], NULL);
+    }
+    wall = (double)(fc_now_mono_ns() - t0) / 1e9;
+    cpu = bench_cpu_of(pid) - c0;
+    printf("%-5s %7.0f req/s %8.0f profiles/s %9.0f samples/s %6.1f MB/s | %6.0f req per "
+           "collector CPU-s (floor/collector %.2fx) | failed %lld\n",
+           name, (double)done_requests / wall, (double)done_profiles / wall,
+           (double)done_samples / wall, (double)done_bytes / 1e6 / wall,
+           (double)done_requests / cpu, floor / ((double)done_requests / cpu),
+           (long long)atomic_load(&failures));
+}
+
+int main(int argc, char **argv)
+{
+    double seconds = argc > 3 ? atof(argv[3]) : 10;
+    int in_flight = argc > 4 ? atoi(argv[4]) : 4;
+    char yaml[1024], target[64];
+    size_t total = 0;
+    double floor;
+    pid_t pid;
+
+    if (argc < 3) {
+        fprintf(stderr, "usage: bench_otlp FLAMECOL_BIN CORPUS_DIR [seconds] [in_flight]\n");
+        return 2;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    in_flight = in_flight < 1 ? 1 : in_flight > 64 ? 64 : in_flight;
+    make_requests(argv[2]);
+    for (size_t i = 0; i < n_reqs; i++) {
+        total += reqs[i].len;
+    }
+    http_port = bench_free_port();
+    grpc_port = bench_free_port();
+    snprintf(yaml, sizeof(yaml),
+             "receivers:\n  otlp:\n    protocols:\n"
+             "      grpc: {endpoint: 127.0.0.1:%d}\n      http: {endpoint: 127.0.0.1:%d}\n"
+             "exporters:\n  nop:\n"
+             "service:\n  telemetry: {metrics: {level: none}, logs: {level: warn}}\n"
+             "  pipelines:\n    profiles: {receivers: [otlp], exporters: [nop]}\n",
+             grpc_port, http_port);
+    pid = bench_start_collector(argv[1], yaml, http_port);
+    grpc_init();
+    snprintf(target, sizeof(target), "127.0.0.1:%d", grpc_port);
+    {
+        grpc_channel_credentials *creds = grpc_insecure_credentials_create();
+        channel = grpc_channel_create(target, creds, NULL);
+        grpc_channel_credentials_release(creds);
+    }
+    printf("requests: %zu from the corpus, %.1f KB on average; %d in flight; %.0f s per phase\n",
+           n_reqs, (double)total / (double)n_reqs / 1024, in_flight, seconds);
+    floor = floor_run(seconds);
+    printf("floor (in-process OTLP protobuf decode, 1 thread): %.0f requests per CPU-second\n",
+           floor);
+    phase("grpc", grpc_client, in_flight, seconds, pid, floor);
+    phase("http", http_client, in_flight, seconds, pid, floor);
+    printf(
+        "collector peak RSS: %.1f MB  (targets: >= 6,000 req per collector CPU-s, RSS < 30 MB)\n",
+        (double)bench_peak_rss_kb(pid) / 1024);
+    grpc_channel_destroy(channel);
+    grpc_shutdown();
+    bench_stop_collector(pid);
+    return 0;
+}

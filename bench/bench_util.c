@@ -1,0 +1,203 @@
+#include "bench/bench_util.h"
+
+#include "core/timeutil.h"
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+double bench_cpu_self(void)
+{
+    struct rusage ru;
+
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
+           ru.ru_stime.tv_usec / 1e6;
+}
+
+double bench_cpu_of(pid_t pid)
+{
+    char path[64], buf[4096];
+    FILE *f;
+    unsigned long ut = 0, st = 0;
+    char *p;
+
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    f = fopen(path, "r");
+    if (f == NULL) {
+        return 0;
+    }
+    if (fgets(buf, sizeof(buf), f) == NULL) {
+        fclose(f);
+        return 0;
+    }
+    fclose(f);
+    p = strrchr(buf, ')');
+    /* Fields after ')': state ... utime(14) stime(15). */
+    if (p == NULL ||
+        sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2) {
+        return 0;
+    }
+    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+long bench_peak_rss_kb(pid_t pid)
+{
+    char path[64], line[256];
+    FILE *f;
+    long kb = 0;
+
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+    f = fopen(path, "r");
+    while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
+        if (strncmp(line, "VmHWM:", 6) == 0) {
+            kb = atol(line + 6);
+        }
+    }
+    if (f != NULL) {
+        fclose(f);
+    }
+    return kb;
+}
+
+int bench_free_port(void)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(a);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    int p;
+
+    bind(fd, (struct sockaddr *)&a, sizeof(a));
+    getsockname(fd, (struct sockaddr *)&a, &len);
+    p = ntohs(a.sin_port);
+    close(fd);
+    return p;
+}
+
+int bench_connect(int port)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    int one = 1;
+
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    if (connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+pid_t bench_start_collector(const char *bin, const char *yaml, int port)
+{
+    char cfg_path[] = "/tmp/flamecol-bench-config-XXXXXX";
+    int fd = mkstemp(cfg_path);
+    FILE *cfg = fdopen(fd, "w");
+    pid_t pid;
+
+    fputs(yaml, cfg);
+    fclose(cfg);
+    pid = fork();
+    if (pid == 0) {
+        execl(bin, bin, "--config", cfg_path, (char *)NULL);
+        perror("exec");
+        _exit(127);
+    }
+    for (int i = 0; i < 500; i++) {
+        int c = bench_connect(port);
+        if (c >= 0) {
+            close(c);
+            break;
+        }
+        fc_sleep_ns(10 * FC_NS_PER_MS);
+    }
+    /* The collector has read its config; the file can go. */
+    fc_sleep_ns(50 * FC_NS_PER_MS);
+    unlink(cfg_path);
+    return pid;
+}
+
+void bench_stop_collector(pid_t pid)
+{
+    kill(pid, SIGTERM);
+    waitpid(pid, NULL, 0);
+}
+
+int bench_http_post(int fd, const char *path, const char *content_type, const uint8_t *body,
+                    size_t len)
+{
+    char head[512];
+    char resp[4096];
+    int n = snprintf(head, sizeof(head),
+                     "POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: %s\r\n"
+                     "Content-Length: %zu\r\n\r\n",
+                     path, content_type, len);
+    size_t got = 0;
+
+    if (write(fd, head, (size_t)n) != n || write(fd, body, len) != (ssize_t)len) {
+        return -1;
+    }
+    for (;;) {
+        ssize_t r = read(fd, resp + got, sizeof(resp) - 1 - got);
+        char *end;
+        if (r <= 0) {
+            return -1;
+        }
+        got += (size_t)r;
+        resp[got] = '\0';
+        end = strstr(resp, "\r\n\r\n");
+        if (end != NULL) {
+            /* libmicrohttpd writes the header as "Content-Length". */
+            char *cl = strstr(resp, "Content-Length:");
+            long want = cl ? atol(cl + 15) : 0;
+            if ((long)(got - (size_t)(end + 4 - resp)) >= want) {
+                break;
+            }
+        }
+    }
+    return atoi(resp + 9);
+}
+
+size_t bench_load_corpus(const char *dir, uint8_t **data, size_t *len, size_t max)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    size_t n = 0;
+
+    while (d != NULL && (e = readdir(d)) != NULL && n < max) {
+        char path[1024];
+        FILE *f;
+        long size;
+        size_t l = strlen(e->d_name);
+        if (l < 7 || strcmp(e->d_name + l - 6, ".pb.gz") != 0) {
+            continue;
+        }
+        snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+        f = fopen(path, "rb");
+        if (f == NULL) {
+            continue;
+        }
+        fseek(f, 0, SEEK_END);
+        size = ftell(f);
+        fseek(f, 0, SEEK_SET);
+        data[n] = malloc((size_t)size);
+        len[n] = fread(data[n], 1, (size_t)size, f);
+        fclose(f);
+        n++;
+    }
+    if (d != NULL) {
+        closedir(d);
+    }
+    return n;
+}

@@ -1,0 +1,23 @@
+/* What the benchmarks share: the collector process, its CPU and RSS, HTTP posts. */
+#ifndef FC_BENCH_UTIL_H
+#define FC_BENCH_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+double bench_cpu_self(void);       /* CPU seconds of this process */
+double bench_cpu_of(pid_t pid);    /* utime + stime of another, from /proc */
+long bench_peak_rss_kb(pid_t pid); /* VmHWM */
+int bench_free_port(void);
+int bench_connect(int port); /* TCP_NODELAY, -1 on failure */
+/* Starts `bin --config <tmp file with yaml>` and waits until port accepts. */
+pid_t bench_start_collector(const char *bin, const char *yaml, int port);
+void bench_stop_collector(pid_t pid);
+/* One keep-alive HTTP/1.1 POST; returns the status or -1. */
+int bench_http_post(int fd, const char *path, const char *content_type, const uint8_t *body,
+                    size_t len);
+/* Every *.pb.gz of dir, read whole; returns the count (at most max). */
+size_t bench_load_corpus(const char *dir, uint8_t **data, size_t *len, size_t max);
+
+#endif
