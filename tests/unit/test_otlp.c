@@ -19,6 +19,8 @@
 #include "formats/otlp.h"
 #include "formats/pb.h"
 #include "formats/pprof.h"
+#include "formats/pyroscope.h"
+#include "google/rpc/status.pb-c.h"
 #include "tests/unit/fc_test.h"
 
 static struct fc_batch *decode_pprof_file(const char *name)
@@ -478,6 +480,133 @@ static void test_json_encoding_details(void **state)
     fc_batch_unref(c);
 }
 
+/* The eBPF profiler's shape: samples:count, a cpu period, timestamps only, strindex forms. */
+static const char ebpf_json[] =
+    "{\"resourceProfiles\":[{\"resource\":{\"attributes\":["
+    "{\"keyStrindex\":4,\"value\":{\"stringValueStrindex\":5}},"
+    "{\"key\":\"host.name\",\"value\":{\"stringValue\":\"node-1\"}},"
+    "{\"key\":\"process.pid\",\"value\":{\"intValue\":\"4242\"}}],"
+    "\"droppedAttributesCount\":2},\"schemaUrl\":\"https://opentelemetry.io/schemas/1.30.0\","
+    "\"scopeProfiles\":[{\"scope\":{\"name\":\"ebpf-profiler\",\"version\":\"0.1\"},"
+    "\"profiles\":[{\"sampleType\":{\"typeStrindex\":1,\"unitStrindex\":2},"
+    "\"periodType\":{\"typeStrindex\":3,\"unitStrindex\":6},\"period\":\"50000000\","
+    "\"timeUnixNano\":\"1700000000000000000\",\"durationNano\":\"5000000000\","
+    "\"profileId\":\"0102030405060708090a0b0c0d0e0f10\",\"droppedAttributesCount\":3,"
+    "\"originalPayloadFormat\":\"pprof\",\"originalPayload\":\"aGVsbG8=\","
+    "\"attributeIndices\":[2],"
+    "\"samples\":[{\"stackIndex\":1,\"attributeIndices\":[1],"
+    "\"timestampsUnixNano\":[\"1700000000100000000\",\"1700000000200000000\"]}]}]}]}],"
+    "\"dictionary\":{\"stringTable\":[\"\",\"samples\",\"count\",\"cpu\",\"service.name\","
+    "\"checkout\",\"nanoseconds\",\"thread.name\",\"worker\",\"main\",\"bytes\",\"heap\"],"
+    "\"attributeTable\":[{},{\"keyStrindex\":7,\"value\":{\"stringValueStrindex\":8}},"
+    "{\"keyStrindex\":11,\"value\":{\"intValue\":\"7\"},\"unitStrindex\":10}],"
+    "\"functionTable\":[{},{\"nameStrindex\":9}],"
+    "\"locationTable\":[{},{\"address\":\"4096\",\"lines\":[{\"functionIndex\":1,\"line\":\"12\"}]}"
+    "],"
+    "\"stackTable\":[{},{\"locationIndices\":[1]}]}}";
+
+static void test_every_field_and_form_survives(void **state)
+{
+    struct fc_batch *b = fc_batch_new(0);
+    struct fc_batch *c = fc_batch_new(0);
+    struct fc_otlp_result res;
+    struct fc_error err = {0};
+    struct fc_buf j1, j2, id;
+    const struct fc_profile *p;
+    int64_t scale;
+
+    (void)state;
+    fc_buf_init(&j1, 0);
+    fc_buf_init(&j2, 0);
+    fc_buf_init(&id, 0);
+    if (fc_otlp_decode_json(b, ebpf_json, strlen(ebpf_json), &res, &err) != FC_OK) {
+        fail_msg("%s", err.msg);
+    }
+    p = &b->profiles[0];
+    assert_string_equal(fc_profile_label(b, p, "service_name"), "checkout");
+    assert_string_equal(fc_profile_label(b, p, "host.name"), "node-1");
+    assert_string_equal(fc_profile_label(b, p, "process.pid"), "4242");
+    assert_string_equal(fc_profile_label(b, p, "__name__"), "process_cpu");
+    /* Timestamps only: one each. */
+    assert_int_equal(fc_profile_total(p, 0), 2);
+    /* Pyroscope stores it as cpu time: value x period. */
+    fc_pyro_stored_type(b, p, 0, &id, &scale);
+    assert_string_equal((const char *)id.data, "process_cpu:cpu:nanoseconds:cpu:nanoseconds");
+    assert_int_equal(scale, 50000000);
+    /* And every field, with its literal or strindex form, comes back out. */
+    assert_int_equal(fc_otlp_encode_json(b, &j1, &err), FC_OK);
+    assert_int_equal(fc_otlp_decode_json(c, (const char *)j1.data, j1.len, &res, &err), FC_OK);
+    assert_int_equal(fc_otlp_encode_json(c, &j2, &err), FC_OK);
+    assert_int_equal(j1.len, j2.len);
+    assert_memory_equal(j1.data, j2.data, j1.len);
+    {
+        static const char *const expect[] = {
+            "\"keyStrindex\":",
+            "\"stringValueStrindex\":",
+            "\"key\":\"host.name\"",
+            "\"stringValue\":\"node-1\"",
+            "\"intValue\":\"4242\"",
+            "\"droppedAttributesCount\":2",
+            "\"droppedAttributesCount\":3",
+            "\"schemaUrl\":\"https://opentelemetry.io/schemas/1.30.0\"",
+            "\"name\":\"ebpf-profiler\"",
+            "\"version\":\"0.1\"",
+            "\"profileId\":\"0102030405060708090a0b0c0d0e0f10\"",
+            "\"originalPayloadFormat\":\"pprof\"",
+            "\"originalPayload\":\"aGVsbG8=\"",
+            "\"timestampsUnixNano\":[\"1700000000100000000\",\"1700000000200000000\"]",
+            "\"durationNano\":\"5000000000\"",
+            "\"period\":\"50000000\"",
+            "\"line\":\"12\"",
+            "\"address\":\"4096\"",
+            "\"unitStrindex\":"};
+        for (size_t i = 0; i < sizeof(expect) / sizeof(expect[0]); i++) {
+            if (strstr((const char *)j1.data, expect[i]) == NULL) {
+                fail_msg("missing %s in %s", expect[i], (const char *)j1.data);
+            }
+        }
+    }
+    fc_buf_release(&j1);
+    fc_buf_release(&j2);
+    fc_buf_release(&id);
+    fc_batch_unref(b);
+    fc_batch_unref(c);
+}
+
+static void test_status_carries_retry_info(void **state)
+{
+    struct fc_buf out;
+    Google__Rpc__Status *st;
+    Google__Rpc__RetryInfo *ri;
+
+    (void)state;
+    fc_buf_init(&out, 0);
+    assert_int_equal(fc_otlp_status(14, "queue full", 5000000000LL, false, &out), FC_OK);
+    st = google__rpc__status__unpack(NULL, out.len, out.data);
+    assert_non_null(st);
+    assert_int_equal(st->code, 14);
+    assert_string_equal(st->message, "queue full");
+    assert_int_equal(st->n_details, 1);
+    assert_string_equal(st->details[0]->type_url, "type.googleapis.com/google.rpc.RetryInfo");
+    ri = google__rpc__retry_info__unpack(NULL, st->details[0]->value.len,
+                                         st->details[0]->value.data);
+    assert_int_equal(ri->retry_delay->seconds, 5);
+    google__rpc__retry_info__free_unpacked(ri, NULL);
+    google__rpc__status__free_unpacked(st, NULL);
+    fc_buf_reset(&out);
+    assert_int_equal(fc_otlp_status(3, "bad", 0, true, &out), FC_OK);
+    assert_string_equal((const char *)out.data, "{\"code\":3,\"message\":\"bad\"}");
+    fc_buf_reset(&out);
+    assert_int_equal(fc_otlp_response(2, "two bad", true, &out), FC_OK);
+    assert_string_equal(
+        (const char *)out.data,
+        "{\"partialSuccess\":{\"rejectedProfiles\":\"2\",\"errorMessage\":\"two bad\"}}");
+    fc_buf_reset(&out);
+    assert_int_equal(fc_otlp_response(0, NULL, true, &out), FC_OK);
+    assert_string_equal((const char *)out.data, "{}");
+    fc_buf_release(&out);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -487,6 +616,8 @@ int main(void)
         cmocka_unit_test(test_bad_link_lengths),
         cmocka_unit_test(test_json_round_trips_and_rules),
         cmocka_unit_test(test_json_encoding_details),
+        cmocka_unit_test(test_every_field_and_form_survives),
+        cmocka_unit_test(test_status_carries_retry_info),
     };
     return cmocka_run_group_tests_name("otlp", tests, NULL, NULL);
 }
