@@ -29,6 +29,15 @@ def corpus_files():
     return sorted(f[:-6] for f in os.listdir(CORPUS) if f.endswith(".pb.gz"))
 
 
+def convert(name, to="otlp", *labels):
+    """A corpus profile converted by `flamecol convert` (OTLP protobuf or JSON)."""
+    args = [BIN, "convert", "--to", to]
+    for l in labels:
+        args += ["--label", l]
+    return subprocess.run(args + [os.path.join(CORPUS, name + ".pb.gz")], check=True,
+                          capture_output=True).stdout
+
+
 def read_corpus(name):
     with open(os.path.join(CORPUS, name + ".pb.gz"), "rb") as f:
         return f.read()

@@ -1,15 +1,13 @@
 """OTLP/gRPC against the real binary with a real gRPC client (Debian's
 python3-grpcio): every corpus profile, gzip, errors, partial success,
 tenants, and clients that misbehave."""
-import os
 import socket
-import subprocess
 import threading
 import unittest
 
 import grpc
 
-from harness import BIN, CORPUS, Collector, corpus_files, debug_profiles, free_port, parse_top
+from harness import Collector, convert, corpus_files, debug_profiles, free_port, parse_top
 
 METHOD = "/opentelemetry.proto.collector.profiles.v1development.ProfilesService/Export"
 
@@ -35,14 +33,6 @@ service:
     metrics:
       endpoint: 127.0.0.1:{metrics}
 """
-
-
-def convert(name, *labels):
-    args = [BIN, "convert", "--to", "otlp"]
-    for l in labels:
-        args += ["--label", l]
-    return subprocess.run(args + [os.path.join(CORPUS, name + ".pb.gz")], check=True,
-                          capture_output=True).stdout
 
 
 def varint(data, i):
@@ -89,7 +79,7 @@ class OtlpGrpcTest(unittest.TestCase):
 
     def test_corpus_plain_and_gzip(self):
         for i, name in enumerate(corpus_files()):
-            body = convert(name, "service_name=grpc-%d" % i)
+            body = convert(name, "otlp", "service_name=grpc-%d" % i)
             for compression in (None, grpc.Compression.Gzip):
                 before = len(debug_profiles(self.c.debug_output()))
                 resp = self.export(body, timeout=10, compression=compression)

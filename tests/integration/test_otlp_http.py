@@ -2,11 +2,9 @@
 by `flamecol convert`) in protobuf and JSON, gzip, and the documented errors."""
 import gzip
 import json
-import os
-import subprocess
 import unittest
 
-from harness import BIN, CORPUS, Collector, corpus_files, debug_profiles, http, parse_top
+from harness import Collector, convert, corpus_files, debug_profiles, http, parse_top
 
 OTLP_PIPELINE = """
 receivers:
@@ -29,14 +27,6 @@ service:
     metrics:
       endpoint: 127.0.0.1:{metrics}
 """
-
-
-def convert(name, to, *labels):
-    args = [BIN, "convert", "--to", to]
-    for l in labels:
-        args += ["--label", l]
-    return subprocess.run(args + [os.path.join(CORPUS, name + ".pb.gz")], check=True,
-                          capture_output=True).stdout
 
 
 def pb_status(body):

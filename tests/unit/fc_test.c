@@ -2,6 +2,7 @@
 
 #include "config/load.h"
 
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,4 +50,28 @@ int fc_test_diag_has(const struct fc_diag *d, const char *needle)
         }
     }
     return 0;
+}
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(a, b);
+}
+
+size_t fc_test_corpus_files(char (*names)[256], size_t max)
+{
+    DIR *d = opendir(fc_test_corpus());
+    struct dirent *e;
+    size_t n = 0;
+
+    while (d != NULL && (e = readdir(d)) != NULL && n < max) {
+        size_t len = strlen(e->d_name);
+        if (len > 6 && len < 256 && strcmp(e->d_name + len - 6, ".pb.gz") == 0) {
+            memcpy(names[n++], e->d_name, len + 1);
+        }
+    }
+    if (d != NULL) {
+        closedir(d);
+    }
+    qsort(names, n, sizeof(names[0]), by_name);
+    return n;
 }

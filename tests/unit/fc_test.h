@@ -13,6 +13,8 @@
 uint8_t *fc_test_read(const char *path, size_t *len);
 /* The shared corpus directory (FLAMECOL_CORPUS, else ../shared/corpus). */
 const char *fc_test_corpus(void);
+/* The names of the corpus's *.pb.gz files, sorted; returns how many (at most max). */
+size_t fc_test_corpus_files(char (*names)[256], size_t max);
 /* Parses YAML text named "test.yaml" into arena; diagnostics in diag. */
 struct fc_node *fc_test_yaml(struct fc_arena *a, const char *text, struct fc_diag *diag);
 /* True when some diagnostic contains needle. */

@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <dirent.h>
 #include <cmocka.h>
 
 #include "core/batch.h"
@@ -81,21 +80,17 @@ static struct fc_batch *otlp_round(const struct fc_batch *b, struct fc_buf *wire
 
 static void test_corpus_pprof_otlp_round_trips(void **state)
 {
-    DIR *d = opendir(fc_test_corpus());
-    struct dirent *e;
+    char names[64][256];
+    size_t n_files = fc_test_corpus_files(names, 64);
     int files = 0;
 
     (void)state;
-    assert_non_null(d);
-    while ((e = readdir(d)) != NULL) {
-        size_t n = strlen(e->d_name);
+    for (size_t f = 0; f < n_files; f++) {
+        const char *name = names[f];
         struct fc_batch *b, *c, *c2, *back;
         struct fc_buf w1, w2, w3;
         const struct fc_profile *p;
-        if (n < 7 || strcmp(e->d_name + n - 6, ".pb.gz") != 0) {
-            continue;
-        }
-        b = decode_pprof_file(e->d_name);
+        b = decode_pprof_file(name);
         p = &b->profiles[0];
         /* pprof -> OTLP: one profile per sample type, same stacks and values. */
         c = otlp_round(b, &w1);
@@ -165,7 +160,6 @@ static void test_corpus_pprof_otlp_round_trips(void **state)
         fc_batch_unref(c2);
         files++;
     }
-    closedir(d);
     assert_true(files >= 17);
 }
 
@@ -377,27 +371,24 @@ static void test_bad_link_lengths(void **state)
 
 static void test_json_round_trips_and_rules(void **state)
 {
-    DIR *d = opendir(fc_test_corpus());
-    struct dirent *e;
+    char names[64][256];
+    size_t n_files = fc_test_corpus_files(names, 64);
     int files = 0;
 
     (void)state;
-    while ((e = readdir(d)) != NULL) {
-        size_t n = strlen(e->d_name);
+    for (size_t f = 0; f < n_files; f++) {
+        const char *name = names[f];
         struct fc_batch *b, *c, *c2;
         struct fc_buf j1, j2;
         struct fc_otlp_result res;
         struct fc_error err = {0};
-        if (n < 7 || strcmp(e->d_name + n - 6, ".pb.gz") != 0) {
-            continue;
-        }
-        b = decode_pprof_file(e->d_name);
+        b = decode_pprof_file(name);
         fc_buf_init(&j1, 0);
         fc_buf_init(&j2, 0);
         assert_int_equal(fc_otlp_encode_json(b, &j1, &err), FC_OK);
         c = fc_batch_new(0);
         if (fc_otlp_decode_json(c, (const char *)j1.data, j1.len, &res, &err) != FC_OK) {
-            fail_msg("%s: %s", e->d_name, err.msg);
+            fail_msg("%s: %s", name, err.msg);
         }
         assert_int_equal(c->n_profiles, b->profiles[0].n_sample_types);
         for (uint32_t t = 0; t < c->n_profiles; t++) {
@@ -416,7 +407,6 @@ static void test_json_round_trips_and_rules(void **state)
         fc_batch_unref(c2);
         files++;
     }
-    closedir(d);
     assert_true(files >= 17);
 }
 
