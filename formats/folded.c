@@ -1,18 +1,30 @@
 #include "formats/folded.h"
 
 #include <inttypes.h>
+#include <stdio.h>
 
-/* A frame's name: the function's, else the address (unsymbolized native code). */
-static int put_frame(const struct fc_batch *b, const struct fc_location *loc,
-                     const struct fc_line *line, struct fc_buf *out)
+const char *fc_frame_name(const struct fc_batch *b, const struct fc_location *loc,
+                          const struct fc_line *line, char *scratch, size_t *len)
 {
     if (line != NULL) {
         const struct fc_function *f = &b->dict.functions[line->function];
         if (b->dict.str_len[f->name] > 0) {
-            return fc_buf_append(out, fc_str(b, f->name), b->dict.str_len[f->name]);
+            *len = b->dict.str_len[f->name];
+            return fc_str(b, f->name);
         }
     }
-    return fc_buf_printf(out, "0x%" PRIx64, loc->address);
+    *len = (size_t)snprintf(scratch, 24, "0x%" PRIx64, loc->address);
+    return scratch;
+}
+
+static int put_frame(const struct fc_batch *b, const struct fc_location *loc,
+                     const struct fc_line *line, struct fc_buf *out)
+{
+    char scratch[24];
+    size_t len;
+    const char *name = fc_frame_name(b, loc, line, scratch, &len);
+
+    return fc_buf_append(out, name, len);
 }
 
 int fc_folded_stack(const struct fc_batch *b, uint32_t stack, struct fc_buf *out)

@@ -10,7 +10,15 @@
 #include "core/batch.h"
 #include "core/buf.h"
 
+#include <stddef.h>
 #include <stdint.h>
+
+/*
+ * A frame's name: the line's function name, else "0x<address>" for code
+ * without symbols (written into scratch, at least 24 bytes). Sets *len.
+ */
+const char *fc_frame_name(const struct fc_batch *b, const struct fc_location *loc,
+                          const struct fc_line *line, char *scratch, size_t *len);
 
 /* Appends the frames of a stack, root first, separated by ';' (no newline). */
 int fc_folded_stack(const struct fc_batch *b, uint32_t stack, struct fc_buf *out);

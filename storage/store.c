@@ -1,0 +1,970 @@
+#include "storage/store.h"
+
+#include "core/buf.h"
+#include "core/mem.h"
+#include "core/timeutil.h"
+#include "formats/folded.h"
+#include "formats/pyroscope.h"
+
+#include <errno.h>
+#include <lmdb.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <xxhash.h>
+
+enum {
+    DB_SYM,
+    DB_SYMID,
+    DB_SERIES,
+    DB_SID,
+    DB_LN,
+    DB_LV,
+    DB_POST,
+    DB_NODE,
+    DB_TOTAL,
+    DB_META,
+    N_DBS
+};
+
+static const char *const db_names[N_DBS] = {"sym", "symid", "series", "sid",   "ln",
+                                            "lv",  "post",  "node",   "total", "meta"};
+
+static const int64_t level_secs[FC_STORE_LEVELS] = {10,     100,     1000,    10000,
+                                                    100000, 1000000, 10000000};
+
+struct fc_store {
+    MDB_env *env;
+    MDB_dbi db[N_DBS];
+    char *path;
+};
+
+/* ---- keys --------------------------------------------------------------------------------- */
+
+struct key {
+    uint8_t b[512];
+    size_t n;
+};
+
+static void key_tenant(struct key *k, const char *tenant)
+{
+    size_t n = strlen(tenant);
+
+    if (n > 200) {
+        n = 200; /* tenants are validated to 150 bytes by receivers */
+    }
+    memcpy(k->b, tenant, n);
+    k->b[n] = 0;
+    k->n = n + 1;
+}
+
+static void key_bytes(struct key *k, const void *p, size_t n)
+{
+    memcpy(k->b + k->n, p, n);
+    k->n += n;
+}
+
+static void key_be32(struct key *k, uint32_t v)
+{
+    for (int i = 3; i >= 0; i--) {
+        k->b[k->n++] = (uint8_t)(v >> (i * 8));
+    }
+}
+
+static void key_be64(struct key *k, uint64_t v)
+{
+    for (int i = 7; i >= 0; i--) {
+        k->b[k->n++] = (uint8_t)(v >> (i * 8));
+    }
+}
+
+static void key_h64(struct key *k, const char *s, size_t n)
+{
+    key_be64(k, XXH3_64bits(s, n));
+}
+
+static void key_h128(struct key *k, const char *s, size_t n)
+{
+    XXH128_hash_t h = XXH3_128bits(s, n);
+    key_be64(k, h.high64);
+    key_be64(k, h.low64);
+}
+
+static uint32_t be32(const uint8_t *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+static uint64_t be64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++) {
+        v = v << 8 | p[i];
+    }
+    return v;
+}
+
+static MDB_val val(const void *p, size_t n)
+{
+    MDB_val v = {n, (void *)p};
+    return v;
+}
+
+static int lmdb_error(struct fc_error *err, int rc, const char *what)
+{
+    if (rc == MDB_MAP_FULL) {
+        return fc_errorf(err, FC_EIO, "store: %s: the database reached max_size", what);
+    }
+    return fc_errorf(err, FC_EIO, "store: %s: %s", what, mdb_strerror(rc));
+}
+
+/* ---- open / close ------------------------------------------------------------------------- */
+
+int fc_store_open(const struct fc_store_options *o, struct fc_store **out, struct fc_error *err)
+{
+    struct fc_store *s;
+    MDB_txn *txn;
+    unsigned flags = MDB_NOTLS;
+    int rc;
+
+    if (mkdir(o->path, 0755) != 0 && errno != EEXIST) {
+        return fc_errorf(err, FC_EIO, "store: cannot create %s: %s", o->path, strerror(errno));
+    }
+    s = fc_xcalloc(1, sizeof(*s));
+    s->path = fc_xstrdup(o->path);
+    if (o->sync == FC_SYNC_NONE) {
+        flags |= MDB_NOSYNC;
+    }
+    if ((rc = mdb_env_create(&s->env)) != 0 || (rc = mdb_env_set_maxdbs(s->env, N_DBS + 2)) != 0 ||
+        (rc = mdb_env_set_mapsize(s->env, (size_t)(o->max_size > 0 ? o->max_size : 64LL << 30))) !=
+            0 ||
+        (rc = mdb_env_set_maxreaders(s->env, 256)) != 0 ||
+        (rc = mdb_env_open(s->env, o->path, flags, 0644)) != 0) {
+        lmdb_error(err, rc, o->path);
+        fc_store_close(s);
+        return FC_EIO;
+    }
+    if ((rc = mdb_txn_begin(s->env, NULL, 0, &txn)) != 0) {
+        lmdb_error(err, rc, "open");
+        fc_store_close(s);
+        return FC_EIO;
+    }
+    for (int i = 0; i < N_DBS; i++) {
+        if ((rc = mdb_dbi_open(txn, db_names[i], MDB_CREATE, &s->db[i])) != 0) {
+            mdb_txn_abort(txn);
+            lmdb_error(err, rc, db_names[i]);
+            fc_store_close(s);
+            return FC_EIO;
+        }
+    }
+    if ((rc = mdb_txn_commit(txn)) != 0) {
+        lmdb_error(err, rc, "open");
+        fc_store_close(s);
+        return FC_EIO;
+    }
+    *out = s;
+    return FC_OK;
+}
+
+void fc_store_close(struct fc_store *s)
+{
+    if (s == NULL) {
+        return;
+    }
+    if (s->env != NULL) {
+        mdb_env_close(s->env);
+    }
+    free(s->path);
+    free(s);
+}
+
+int64_t fc_store_disk_bytes(struct fc_store *s)
+{
+    char path[4096];
+    struct stat st;
+
+    snprintf(path, sizeof(path), "%s/data.mdb", s->path);
+    return stat(path, &st) == 0 ? (int64_t)st.st_blocks * 512 : 0;
+}
+
+/* ---- writing ------------------------------------------------------------------------------ */
+
+struct writer {
+    struct fc_store *s;
+    MDB_txn *txn;
+    const char *tenant;
+    struct fc_error *err;
+};
+
+static int next_id(struct writer *w, const char *what, uint32_t *id)
+{
+    struct key k;
+    MDB_val kv, v;
+    uint32_t next = 1;
+    int rc;
+
+    key_tenant(&k, w->tenant);
+    key_bytes(&k, what, strlen(what));
+    kv = val(k.b, k.n);
+    rc = mdb_get(w->txn, w->s->db[DB_META], &kv, &v);
+    if (rc == 0 && v.mv_size == 4) {
+        memcpy(&next, v.mv_data, 4);
+    }
+    *id = next++;
+    v = val(&next, 4);
+    rc = mdb_put(w->txn, w->s->db[DB_META], &kv, &v, 0);
+    return rc ? lmdb_error(w->err, rc, "meta") : FC_OK;
+}
+
+static int symbol(struct writer *w, const char *name, size_t len, uint32_t *id)
+{
+    struct key k, kid;
+    MDB_val kv, v;
+    int rc;
+
+    key_tenant(&k, w->tenant);
+    key_h128(&k, name, len);
+    kv = val(k.b, k.n);
+    if (mdb_get(w->txn, w->s->db[DB_SYM], &kv, &v) == 0 && v.mv_size == 4) {
+        memcpy(id, v.mv_data, 4);
+        return FC_OK;
+    }
+    if ((rc = next_id(w, "sym", id)) != FC_OK) {
+        return rc;
+    }
+    v = val(id, 4);
+    if ((rc = mdb_put(w->txn, w->s->db[DB_SYM], &kv, &v, 0)) != 0) {
+        return lmdb_error(w->err, rc, "symbols");
+    }
+    key_tenant(&kid, w->tenant);
+    key_be32(&kid, *id);
+    kv = val(kid.b, kid.n);
+    v = val(name, len);
+    rc = mdb_put(w->txn, w->s->db[DB_SYMID], &kv, &v, 0);
+    return rc ? lmdb_error(w->err, rc, "symbols") : FC_OK;
+}
+
+struct label {
+    const char *name;
+    const char *value;
+};
+
+static int by_label_name(const void *a, const void *b)
+{
+    return strcmp(((const struct label *)a)->name, ((const struct label *)b)->name);
+}
+
+static int put_empty(struct writer *w, int db, struct key *k, const void *data, size_t n)
+{
+    MDB_val kv = val(k->b, k->n), v = val(data, n);
+    int rc = mdb_put(w->txn, w->s->db[db], &kv, &v, 0);
+
+    return rc ? lmdb_error(w->err, rc, db_names[db]) : FC_OK;
+}
+
+/* The id of the series with these labels (sorted, unique names), made when new. */
+static int series_id(struct writer *w, const struct label *labels, size_t n, uint32_t *id)
+{
+    struct fc_buf canon;
+    struct key k;
+    MDB_val kv, v;
+    int rc = FC_OK;
+
+    fc_buf_init(&canon, 0);
+    for (size_t i = 0; i < n; i++) {
+        fc_buf_puts(&canon, labels[i].name);
+        fc_buf_append(&canon, "\x01", 1);
+        fc_buf_puts(&canon, labels[i].value);
+        fc_buf_append(&canon, "\x02", 1);
+    }
+    key_tenant(&k, w->tenant);
+    key_h128(&k, canon.data ? (const char *)canon.data : "", canon.len);
+    kv = val(k.b, k.n);
+    if (mdb_get(w->txn, w->s->db[DB_SERIES], &kv, &v) == 0 && v.mv_size == 4) {
+        *id = be32(v.mv_data);
+        fc_buf_release(&canon);
+        return FC_OK;
+    }
+    rc = next_id(w, "series", id);
+    if (rc == FC_OK) {
+        struct key idk;
+        uint8_t be[4] = {(uint8_t)(*id >> 24), (uint8_t)(*id >> 16), (uint8_t)(*id >> 8),
+                         (uint8_t)*id};
+        rc = put_empty(w, DB_SERIES, &k, be, 4);
+        key_tenant(&idk, w->tenant);
+        key_be32(&idk, *id);
+        rc = rc ? rc : put_empty(w, DB_SID, &idk, canon.data, canon.len);
+    }
+    /* The label index: names, values per name, and series per (name, value). */
+    for (size_t i = 0; rc == FC_OK && i < n; i++) {
+        size_t nl = strlen(labels[i].name), vl = strlen(labels[i].value);
+        struct key ln, lv, post;
+        key_tenant(&ln, w->tenant);
+        key_h64(&ln, labels[i].name, nl);
+        lv = ln;
+        key_h64(&lv, labels[i].value, vl);
+        post = lv;
+        key_be32(&post, *id);
+        rc = put_empty(w, DB_LN, &ln, labels[i].name, nl);
+        rc = rc ? rc : put_empty(w, DB_LV, &lv, labels[i].value, vl);
+        rc = rc ? rc : put_empty(w, DB_POST, &post, "", 0);
+    }
+    fc_buf_release(&canon);
+    return rc;
+}
+
+static void node_key(struct key *k, const char *tenant, uint32_t series, int level, int64_t window)
+{
+    key_tenant(k, tenant);
+    key_be32(k, series);
+    k->b[k->n++] = (uint8_t)level;
+    key_be64(k, (uint64_t)window);
+}
+
+static int merge_window(struct writer *w, uint32_t series, int level, int64_t window,
+                        const struct fc_tree *add)
+{
+    struct key k;
+    MDB_val kv, v;
+    struct fc_tree t;
+    struct fc_buf enc;
+    int64_t total;
+    int rc;
+
+    node_key(&k, w->tenant, series, level, window);
+    kv = val(k.b, k.n);
+    fc_tree_init(&t);
+    fc_buf_init(&enc, 0);
+    if (mdb_get(w->txn, w->s->db[DB_NODE], &kv, &v) == 0 &&
+        fc_tree_decode_merge(&t, v.mv_data, v.mv_size, w->err) != FC_OK) {
+        /* A tree we cannot read is replaced rather than poisoning every later write. */
+        fc_tree_release(&t);
+        fc_tree_init(&t);
+    }
+    fc_tree_merge(&t, add);
+    rc = fc_tree_encode(&t, &enc);
+    if (rc == FC_OK) {
+        v = val(enc.data, enc.len);
+        rc = mdb_put(w->txn, w->s->db[DB_NODE], &kv, &v, 0);
+        rc = rc ? lmdb_error(w->err, rc, "node") : FC_OK;
+    }
+    if (rc == FC_OK) {
+        total = fc_tree_total(&t);
+        v = val(&total, 8);
+        rc = mdb_put(w->txn, w->s->db[DB_TOTAL], &kv, &v, 0);
+        rc = rc ? lmdb_error(w->err, rc, "total") : FC_OK;
+    }
+    fc_tree_release(&t);
+    fc_buf_release(&enc);
+    return rc;
+}
+
+/* Samples of one profile with the same sample labels (span_id/trace_id aside). */
+struct group {
+    uint32_t attrs[32];
+    uint32_t n_attrs;
+    uint32_t *samples;
+    size_t n;
+    size_t cap;
+};
+
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static size_t group_samples(const struct fc_batch *b, const struct fc_profile *p,
+                            struct group **out)
+{
+    struct group *g = NULL;
+    size_t n = 0, cap = 0;
+
+    for (uint32_t i = 0; i < p->n_samples; i++) {
+        const struct fc_sample *s = &p->samples[i];
+        uint32_t key[32];
+        uint32_t nk = 0;
+        size_t j;
+        for (uint32_t a = 0; a < s->attrs.n && nk < 32; a++) {
+            const struct fc_attr *at = &b->dict.attrs[fc_span_idx(b, s->attrs)[a]];
+            const char *k = fc_str(b, at->key);
+            if (at->kind == FC_ATTR_STR && strcmp(k, "span_id") != 0 &&
+                strcmp(k, "trace_id") != 0 && k[0] != '\0') {
+                key[nk++] = fc_span_idx(b, s->attrs)[a];
+            }
+        }
+        qsort(key, nk, sizeof(uint32_t), cmp_u32);
+        for (j = 0; j < n; j++) {
+            if (g[j].n_attrs == nk && memcmp(g[j].attrs, key, nk * sizeof(uint32_t)) == 0) {
+                break;
+            }
+        }
+        if (j == n) {
+            if (n == cap) {
+                cap = cap ? cap * 2 : 4;
+                g = fc_xrealloc(g, cap * sizeof(*g));
+            }
+            memset(&g[n], 0, sizeof(g[n]));
+            memcpy(g[n].attrs, key, nk * sizeof(uint32_t));
+            g[n].n_attrs = nk;
+            n++;
+        }
+        if (g[j].n == g[j].cap) {
+            g[j].cap = g[j].cap ? g[j].cap * 2 : 16;
+            g[j].samples = fc_xrealloc(g[j].samples, g[j].cap * sizeof(uint32_t));
+        }
+        g[j].samples[g[j].n++] = i;
+    }
+    *out = g;
+    return n;
+}
+
+/* Symbol ids of a sample's frames, root first; memoized per function and per location. */
+struct frames {
+    uint32_t *fn_sym;  /* by function index */
+    uint32_t *loc_sym; /* by location index, for frames without a function name */
+    uint32_t *path;
+    size_t cap;
+};
+
+static int frame_sym(struct writer *w, struct frames *f, const struct fc_batch *b, uint32_t loc_i,
+                     const struct fc_line *line, uint32_t *out)
+{
+    const struct fc_location *loc = &b->dict.locations[loc_i];
+    char scratch[24];
+    size_t len;
+    const char *name;
+    uint32_t *memo;
+
+    if (line != NULL && b->dict.str_len[b->dict.functions[line->function].name] > 0) {
+        memo = &f->fn_sym[line->function];
+    } else {
+        memo = &f->loc_sym[loc_i];
+    }
+    if (*memo != 0) {
+        *out = *memo;
+        return FC_OK;
+    }
+    name = fc_frame_name(b, loc, line, scratch, &len);
+    if (symbol(w, name, len, memo) != FC_OK) {
+        return w->err->code;
+    }
+    *out = *memo;
+    return FC_OK;
+}
+
+static int sample_path(struct writer *w, struct frames *f, const struct fc_batch *b,
+                       const struct fc_sample *s, uint32_t *depth)
+{
+    const struct fc_stack *st = &b->dict.stacks[s->stack];
+    const uint32_t *locs = fc_span_idx(b, st->locations);
+    uint32_t d = 0;
+
+    for (uint32_t i = st->locations.n; i-- > 0;) {
+        const struct fc_location *loc = &b->dict.locations[locs[i]];
+        uint32_t lines = loc->n_lines ? loc->n_lines : 1;
+        for (uint32_t j = lines; j-- > 0;) {
+            const struct fc_line *line = loc->n_lines ? &b->dict.lines[loc->lines_off + j] : NULL;
+            if (d == f->cap) {
+                f->cap = f->cap ? f->cap * 2 : 128;
+                f->path = fc_xrealloc(f->path, f->cap * sizeof(uint32_t));
+            }
+            if (frame_sym(w, f, b, locs[i], line, &f->path[d]) != FC_OK) {
+                return w->err->code;
+            }
+            d++;
+        }
+    }
+    *depth = d;
+    return FC_OK;
+}
+
+static int write_profile(struct writer *w, struct frames *f, const struct fc_batch *b,
+                         const struct fc_profile *p)
+{
+    struct group *groups = NULL;
+    size_t n_groups = group_samples(b, p, &groups);
+    struct label *labels = fc_xcalloc(p->n_labels + 40, sizeof(*labels));
+    int64_t time_s = (p->time_ns > 0 ? p->time_ns : fc_now_ns()) / 1000000000LL;
+    int rc = FC_OK;
+
+    for (uint32_t t = 0; rc == FC_OK && t < p->n_sample_types; t++) {
+        struct fc_buf type_id;
+        int64_t scale;
+        fc_buf_init(&type_id, 0);
+        fc_pyro_stored_type(b, p, t, &type_id, &scale);
+        for (size_t g = 0; rc == FC_OK && g < n_groups; g++) {
+            struct fc_tree tree;
+            size_t n = 0;
+            uint32_t series;
+            /* Series labels: the profile's, then the samples' (the profile's win). */
+            for (uint32_t i = 0; i < p->n_labels; i++) {
+                labels[n].name = fc_str(b, p->labels[i].name);
+                labels[n].value = fc_str(b, p->labels[i].value);
+                if (strcmp(labels[n].name, "__profile_type__") != 0) {
+                    n++;
+                }
+            }
+            for (uint32_t i = 0; i < groups[g].n_attrs; i++) {
+                const struct fc_attr *a = &b->dict.attrs[groups[g].attrs[i]];
+                if (fc_profile_label(b, p, fc_str(b, a->key)) == NULL) {
+                    labels[n].name = fc_str(b, a->key);
+                    labels[n].value = fc_str(b, a->v.str);
+                    n++;
+                }
+            }
+            labels[n].name = "__profile_type__";
+            labels[n].value = (const char *)type_id.data;
+            n++;
+            qsort(labels, n, sizeof(*labels), by_label_name);
+            fc_tree_init(&tree);
+            for (size_t i = 0; rc == FC_OK && i < groups[g].n; i++) {
+                const struct fc_sample *s = &p->samples[groups[g].samples[i]];
+                int64_t v = fc_sample_value(p, s, t);
+                uint32_t depth;
+                if (v <= 0) {
+                    continue;
+                }
+                if ((rc = sample_path(w, f, b, s, &depth)) == FC_OK) {
+                    fc_tree_insert(&tree, f->path, depth, v * scale);
+                }
+            }
+            if (rc == FC_OK && fc_tree_total(&tree) > 0) {
+                rc = series_id(w, labels, n, &series);
+                for (int level = 0; rc == FC_OK && level < FC_STORE_LEVELS; level++) {
+                    int64_t d = level_secs[level];
+                    int64_t window = (time_s >= 0 ? time_s / d : (time_s - d + 1) / d) * d;
+                    rc = merge_window(w, series, level, window, &tree);
+                }
+            }
+            fc_tree_release(&tree);
+        }
+        fc_buf_release(&type_id);
+    }
+    for (size_t g = 0; g < n_groups; g++) {
+        free(groups[g].samples);
+    }
+    free(groups);
+    free(labels);
+    return rc;
+}
+
+int fc_store_write(struct fc_store *s, struct fc_batch *const *batches, size_t n,
+                   struct fc_error *err)
+{
+    struct writer w = {s, NULL, NULL, err};
+    int rc = mdb_txn_begin(s->env, NULL, 0, &w.txn);
+
+    if (rc != 0) {
+        return lmdb_error(err, rc, "begin");
+    }
+    for (size_t i = 0; i < n; i++) {
+        const struct fc_batch *b = batches[i];
+        struct frames f;
+        f.fn_sym = fc_xcalloc(b->dict.n_functions + 1, sizeof(uint32_t));
+        f.loc_sym = fc_xcalloc(b->dict.n_locations + 1, sizeof(uint32_t));
+        f.path = NULL;
+        f.cap = 0;
+        w.tenant = b->tenant;
+        for (uint32_t p = 0; rc == FC_OK && p < b->n_profiles; p++) {
+            rc = write_profile(&w, &f, b, &b->profiles[p]);
+        }
+        free(f.fn_sym);
+        free(f.loc_sym);
+        free(f.path);
+        if (rc != FC_OK) {
+            mdb_txn_abort(w.txn);
+            return rc;
+        }
+    }
+    rc = mdb_txn_commit(w.txn);
+    return rc ? lmdb_error(err, rc, "commit") : FC_OK;
+}
+
+/* ---- reading ------------------------------------------------------------------------------ */
+
+struct reader {
+    struct fc_store *s;
+    MDB_txn *txn;
+    const char *tenant;
+    struct fc_error *err;
+};
+
+struct idset {
+    uint32_t *v;
+    size_t n;
+    size_t cap;
+};
+
+static void ids_push(struct idset *s, uint32_t id)
+{
+    if (s->n == s->cap) {
+        s->cap = s->cap ? s->cap * 2 : 64;
+        s->v = fc_xrealloc(s->v, s->cap * sizeof(uint32_t));
+    }
+    s->v[s->n++] = id;
+}
+
+/* Series ids of (name, value), from the postings, sorted. */
+static void postings(struct reader *r, const char *name, const char *value, struct idset *out)
+{
+    struct key k;
+    MDB_cursor *c;
+    MDB_val kv, v;
+    int rc;
+
+    key_tenant(&k, r->tenant);
+    key_h64(&k, name, strlen(name));
+    key_h64(&k, value, strlen(value));
+    if (mdb_cursor_open(r->txn, r->s->db[DB_POST], &c) != 0) {
+        return;
+    }
+    kv = val(k.b, k.n);
+    for (rc = mdb_cursor_get(c, &kv, &v, MDB_SET_RANGE); rc == 0;
+         rc = mdb_cursor_get(c, &kv, &v, MDB_NEXT)) {
+        if (kv.mv_size != k.n + 4 || memcmp(kv.mv_data, k.b, k.n) != 0) {
+            break;
+        }
+        ids_push(out, be32((const uint8_t *)kv.mv_data + k.n));
+    }
+    mdb_cursor_close(c);
+}
+
+static void intersect(struct idset *a, const struct idset *b)
+{
+    size_t i = 0, j = 0, n = 0;
+
+    while (i < a->n && j < b->n) {
+        if (a->v[i] < b->v[j]) {
+            i++;
+        } else if (a->v[i] > b->v[j]) {
+            j++;
+        } else {
+            a->v[n++] = a->v[i];
+            i++;
+            j++;
+        }
+    }
+    a->n = n;
+}
+
+/* The value of label name in canonical labels, or "". */
+static const char *label_in(const char *canon, size_t len, const char *name, char *buf, size_t size)
+{
+    const char *p = canon, *end = canon + len;
+    size_t nl = strlen(name);
+
+    while (p < end) {
+        const char *sep = memchr(p, '\x01', (size_t)(end - p));
+        const char *vend;
+        if (sep == NULL) {
+            break;
+        }
+        vend = memchr(sep + 1, '\x02', (size_t)(end - sep - 1));
+        if (vend == NULL) {
+            break;
+        }
+        if ((size_t)(sep - p) == nl && memcmp(p, name, nl) == 0) {
+            size_t vl = (size_t)(vend - sep - 1);
+            if (vl >= size) {
+                vl = size - 1;
+            }
+            memcpy(buf, sep + 1, vl);
+            buf[vl] = '\0';
+            return buf;
+        }
+        p = vend + 1;
+    }
+    return "";
+}
+
+/* Series of the tenant matching the selector: narrowed by the index, checked in full. */
+static int match_series(struct reader *r, const struct fc_selector *sel, struct idset *out)
+{
+    struct idset cand = {0};
+    char buf[4096];
+
+    if (sel->profile_type == NULL) {
+        return fc_errorf(r->err, FC_EPROTO,
+                         "the query must select a profile type, e.g. "
+                         "process_cpu:cpu:nanoseconds:cpu:nanoseconds{...}");
+    }
+    postings(r, "__profile_type__", sel->profile_type, &cand);
+    for (size_t i = 0; i < sel->n && cand.n > 0; i++) {
+        const struct fc_matcher *m = &sel->matchers[i];
+        if (m->op == FC_MATCH_EQ && m->value[0] != '\0') {
+            struct idset other = {0};
+            postings(r, m->name, m->value, &other);
+            intersect(&cand, &other);
+            free(other.v);
+        }
+    }
+    for (size_t i = 0; i < cand.n; i++) {
+        struct key k;
+        MDB_val kv, v;
+        bool ok = true;
+        key_tenant(&k, r->tenant);
+        key_be32(&k, cand.v[i]);
+        kv = val(k.b, k.n);
+        if (mdb_get(r->txn, r->s->db[DB_SID], &kv, &v) != 0) {
+            continue;
+        }
+        for (size_t j = 0; ok && j < sel->n; j++) {
+            ok = fc_matcher_match(
+                &sel->matchers[j],
+                label_in(v.mv_data, v.mv_size, sel->matchers[j].name, buf, sizeof(buf)));
+        }
+        if (ok) {
+            ids_push(out, cand.v[i]);
+        }
+    }
+    free(cand.v);
+    return FC_OK;
+}
+
+static void normalize(const struct fc_store_query *q, int64_t *from_s, int64_t *until_s)
+{
+    int64_t f = q->from_ns / 1000000000LL;
+    int64_t u = (q->until_ns + 999999999LL) / 1000000000LL;
+
+    *from_s = f - ((f % 10) + 10) % 10;
+    *until_s = u + (10 - ((u % 10) + 10) % 10) % 10;
+    if (*until_s <= *from_s) {
+        *until_s = *from_s + 10;
+    }
+}
+
+struct merge {
+    struct reader *r;
+    uint32_t series;
+    struct fc_tree *tree;
+    uint32_t merged;
+    int rc;
+};
+
+static void take(struct merge *m, int level, int64_t window)
+{
+    struct key k;
+    MDB_val kv, v;
+
+    node_key(&k, m->r->tenant, m->series, level, window);
+    kv = val(k.b, k.n);
+    if (mdb_get(m->r->txn, m->r->s->db[DB_NODE], &kv, &v) == 0) {
+        if (fc_tree_decode_merge(m->tree, v.mv_data, v.mv_size, m->r->err) != FC_OK) {
+            m->rc = FC_EIO;
+        }
+        m->merged++;
+    }
+}
+
+/* The fewest whole windows covering [lo, hi): coarse inside, finer at the edges. */
+static void cover(struct merge *m, int level, int64_t lo, int64_t hi)
+{
+    int64_t d = level_secs[level];
+    int64_t w = (lo >= 0 ? lo / d : (lo - d + 1) / d) * d;
+
+    for (; w < hi && m->rc == FC_OK; w += d) {
+        int64_t a = w > lo ? w : lo;
+        int64_t b = w + d < hi ? w + d : hi;
+        if (a == w && b == w + d) {
+            take(m, level, w);
+        } else if (level > 0) {
+            cover(m, level - 1, a, b);
+        }
+    }
+}
+
+static int begin_read(struct fc_store *s, struct reader *r, const char *tenant,
+                      struct fc_error *err)
+{
+    int rc = mdb_txn_begin(s->env, NULL, MDB_RDONLY, &r->txn);
+
+    r->s = s;
+    r->tenant = tenant;
+    r->err = err;
+    return rc ? lmdb_error(err, rc, "read") : FC_OK;
+}
+
+int fc_store_select_merge(struct fc_store *s, const struct fc_store_query *q,
+                          struct fc_store_result *out, struct fc_store_stats *stats,
+                          struct fc_error *err)
+{
+    struct reader r;
+    struct idset ids = {0};
+    int64_t from_s, until_s;
+    int rc;
+
+    memset(out, 0, sizeof(*out));
+    memset(stats, 0, sizeof(*stats));
+    fc_tree_init(&out->tree);
+    if ((rc = begin_read(s, &r, q->tenant, err)) != FC_OK) {
+        return rc;
+    }
+    rc = match_series(&r, q->selector, &ids);
+    normalize(q, &from_s, &until_s);
+    stats->series = (uint32_t)ids.n;
+    for (size_t i = 0; rc == FC_OK && i < ids.n; i++) {
+        struct merge m = {&r, ids.v[i], &out->tree, 0, FC_OK};
+        cover(&m, FC_STORE_LEVELS - 1, from_s, until_s);
+        stats->nodes_merged += m.merged;
+        rc = m.rc;
+    }
+    /* Names for the nodes of the answer. */
+    out->names = fc_xcalloc(out->tree.n + 1, sizeof(char *));
+    out->names[0] = fc_xstrdup("total");
+    for (uint32_t i = 1; rc == FC_OK && i < out->tree.n; i++) {
+        struct key k;
+        MDB_val kv, v;
+        key_tenant(&k, q->tenant);
+        key_be32(&k, out->tree.nodes[i].name);
+        kv = val(k.b, k.n);
+        if (mdb_get(r.txn, s->db[DB_SYMID], &kv, &v) == 0) {
+            out->names[i] = fc_xstrndup(v.mv_data, v.mv_size);
+        } else {
+            out->names[i] = fc_xasprintf("<unknown symbol %u>", out->tree.nodes[i].name);
+        }
+    }
+    mdb_txn_abort(r.txn);
+    free(ids.v);
+    if (rc != FC_OK) {
+        fc_store_result_release(out);
+    }
+    return rc;
+}
+
+void fc_store_result_release(struct fc_store_result *r)
+{
+    for (uint32_t i = 0; r->names != NULL && i < r->tree.n; i++) {
+        free(r->names[i]);
+    }
+    free(r->names);
+    r->names = NULL;
+    fc_tree_release(&r->tree);
+}
+
+int fc_store_timeline(struct fc_store *s, const struct fc_store_query *q, int64_t step_ns,
+                      int64_t *buckets, size_t n, struct fc_error *err)
+{
+    struct reader r;
+    struct idset ids = {0};
+    int64_t from_s, until_s;
+    int64_t step_s = step_ns / 1000000000LL;
+    int level = 0;
+    int rc;
+
+    memset(buckets, 0, n * sizeof(int64_t));
+    if ((rc = begin_read(s, &r, q->tenant, err)) != FC_OK) {
+        return rc;
+    }
+    rc = match_series(&r, q->selector, &ids);
+    normalize(q, &from_s, &until_s);
+    from_s = q->from_ns / 1000000000LL;
+    /* The coarsest windows that still fit in one step: fewer totals to read. */
+    while (level + 1 < FC_STORE_LEVELS && level_secs[level + 1] <= step_s &&
+           step_s % level_secs[level + 1] == 0) {
+        level++;
+    }
+    for (size_t i = 0; rc == FC_OK && i < ids.n; i++) {
+        struct key k, prefix;
+        MDB_cursor *c;
+        MDB_val kv, v;
+        int64_t start = (from_s / level_secs[level]) * level_secs[level];
+        node_key(&k, q->tenant, ids.v[i], level, start);
+        prefix = k;
+        prefix.n -= 8;
+        if (mdb_cursor_open(r.txn, s->db[DB_TOTAL], &c) != 0) {
+            break;
+        }
+        kv = val(k.b, k.n);
+        for (int g = mdb_cursor_get(c, &kv, &v, MDB_SET_RANGE); g == 0;
+             g = mdb_cursor_get(c, &kv, &v, MDB_NEXT)) {
+            int64_t w, total;
+            if (kv.mv_size != prefix.n + 8 || memcmp(kv.mv_data, prefix.b, prefix.n) != 0) {
+                break;
+            }
+            w = (int64_t)be64((const uint8_t *)kv.mv_data + prefix.n);
+            if (w >= until_s) {
+                break;
+            }
+            if (w < from_s || v.mv_size != 8 || step_s <= 0) {
+                continue;
+            }
+            memcpy(&total, v.mv_data, 8);
+            if ((size_t)((w - from_s) / step_s) < n) {
+                buckets[(w - from_s) / step_s] += total;
+            }
+        }
+        mdb_cursor_close(c);
+    }
+    mdb_txn_abort(r.txn);
+    free(ids.v);
+    return rc;
+}
+
+static int by_string(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int scan_strings(struct fc_store *s, int db, const struct key *prefix, size_t key_len,
+                        char ***out, size_t *n, struct fc_error *err)
+{
+    struct reader r;
+    MDB_cursor *c;
+    MDB_val kv, v;
+    size_t cap = 0;
+    int rc = begin_read(s, &r, "", err);
+
+    *out = NULL;
+    *n = 0;
+    if (rc != FC_OK) {
+        return rc;
+    }
+    if (mdb_cursor_open(r.txn, s->db[db], &c) == 0) {
+        kv = val(prefix->b, prefix->n);
+        for (int g = mdb_cursor_get(c, &kv, &v, MDB_SET_RANGE); g == 0;
+             g = mdb_cursor_get(c, &kv, &v, MDB_NEXT)) {
+            if (kv.mv_size != key_len || memcmp(kv.mv_data, prefix->b, prefix->n) != 0) {
+                break;
+            }
+            if (*n == cap) {
+                cap = cap ? cap * 2 : 32;
+                *out = fc_xrealloc(*out, cap * sizeof(char *));
+            }
+            (*out)[(*n)++] = fc_xstrndup(v.mv_data, v.mv_size);
+        }
+        mdb_cursor_close(c);
+    }
+    mdb_txn_abort(r.txn);
+    qsort(*out, *n, sizeof(char *), by_string);
+    return FC_OK;
+}
+
+int fc_store_label_names(struct fc_store *s, const char *tenant, char ***out, size_t *n,
+                         struct fc_error *err)
+{
+    struct key k;
+
+    key_tenant(&k, tenant);
+    return scan_strings(s, DB_LN, &k, k.n + 8, out, n, err);
+}
+
+int fc_store_label_values(struct fc_store *s, const char *tenant, const char *name, char ***out,
+                          size_t *n, struct fc_error *err)
+{
+    struct key k;
+
+    key_tenant(&k, tenant);
+    key_h64(&k, name, strlen(name));
+    return scan_strings(s, DB_LV, &k, k.n + 8, out, n, err);
+}
+
+void fc_store_strings_free(char **v, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        free(v[i]);
+    }
+    free(v);
+}

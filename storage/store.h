@@ -1,0 +1,96 @@
+/*
+ * The profile store: per tenant and per series (label set including
+ * __name__ and __profile_type__), a segment tree over time. Level 0 holds one
+ * merged stack tree per 10 s window, level k one per 10^k * 10 s window;
+ * a profile is merged into its window at every level, so a query for
+ * [from, until) takes the fewest whole windows that cover it (at most 9 per
+ * edge per level). Per-window totals sit beside the trees. LMDB is the
+ * engine: one writer, readers that never block it.
+ *
+ * Keys (big-endian numbers; h64 = xxh3 of a name or value, since LMDB keys
+ * are at most 511 bytes):
+ *   sym    tenant 0 h128(name)                 -> u32 symbol id
+ *   symid  tenant 0 be32(id)                   -> name
+ *   series tenant 0 h128(canonical labels)     -> be32 series id
+ *   sid    tenant 0 be32(id)                   -> canonical labels
+ *   ln     tenant 0 h64(name)                  -> name
+ *   lv     tenant 0 h64(name) h64(value)       -> value
+ *   post   tenant 0 h64(name) h64(value) be32(id) -> ""
+ *   node   tenant 0 be32(series) u8(level) be64(window start, s) -> zstd tree
+ *   total  (same key as node)                  -> i64 total
+ *   meta   tenant 0 "sym" | "series"           -> next id
+ * Canonical labels: name 0x01 value 0x02 ..., sorted by name.
+ */
+#ifndef FC_STORAGE_STORE_H
+#define FC_STORAGE_STORE_H
+
+#include "core/batch.h"
+#include "core/err.h"
+#include "storage/selector.h"
+#include "storage/tree.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define FC_STORE_LEVELS 7 /* 10 s ... 10^7 s (115 days) windows */
+
+enum fc_store_sync { FC_SYNC_BATCH, FC_SYNC_ALWAYS, FC_SYNC_NONE };
+
+struct fc_store_options {
+    const char *path; /* a directory, created when missing */
+    enum fc_store_sync sync;
+    int64_t max_size; /* bytes the database may grow to; 0 = 64 GiB */
+};
+
+struct fc_store;
+
+int fc_store_open(const struct fc_store_options *o, struct fc_store **out, struct fc_error *err);
+void fc_store_close(struct fc_store *s);
+
+/*
+ * Writes every profile of every batch in one transaction; when it returns
+ * FC_OK the data is durable as the sync option says (sync none: the OS
+ * decides). Profiles without a time are stored at now.
+ */
+int fc_store_write(struct fc_store *s, struct fc_batch *const *batches, size_t n,
+                   struct fc_error *err);
+
+struct fc_store_query {
+    const char *tenant;
+    const struct fc_selector *selector; /* its profile_type is required */
+    int64_t from_ns;
+    int64_t until_ns;
+};
+
+struct fc_store_stats {
+    uint32_t series;       /* series the selector matched */
+    uint32_t nodes_merged; /* stack trees read and merged */
+};
+
+/* The merged flame graph: a tree whose node names are resolved into `names`. */
+struct fc_store_result {
+    struct fc_tree tree;
+    char **names; /* per tree node (names[0] = "total"); owned */
+};
+
+int fc_store_select_merge(struct fc_store *s, const struct fc_store_query *q,
+                          struct fc_store_result *out, struct fc_store_stats *stats,
+                          struct fc_error *err);
+void fc_store_result_release(struct fc_store_result *r);
+
+/* Totals per step (from window totals, no tree decoding); buckets[n] zeroed first. */
+int fc_store_timeline(struct fc_store *s, const struct fc_store_query *q, int64_t step_ns,
+                      int64_t *buckets, size_t n, struct fc_error *err);
+
+/* Label names, or values of one name, of a tenant (sorted, unique). Strings are owned. */
+int fc_store_label_names(struct fc_store *s, const char *tenant, char ***out, size_t *n,
+                         struct fc_error *err);
+int fc_store_label_values(struct fc_store *s, const char *tenant, const char *name, char ***out,
+                          size_t *n, struct fc_error *err);
+void fc_store_strings_free(char **v, size_t n);
+
+/* Bytes the database file takes on disk. */
+int64_t fc_store_disk_bytes(struct fc_store *s);
+
+#endif

@@ -1,0 +1,47 @@
+/*
+ * Stack trees: a trie of function-name ids (root first) with self and total
+ * values, as Pyroscope keeps them. Children are sorted by name id so merges
+ * walk two sorted lists. Serialized depth first with varints
+ * (name, self, child count) and compressed with zstd; totals are derived on
+ * load. Nodes live in one growable array owned by the tree.
+ */
+#ifndef FC_STORAGE_TREE_H
+#define FC_STORAGE_TREE_H
+
+#include "core/buf.h"
+#include "core/err.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct fc_tree_node {
+    uint32_t name;  /* symbol id; 0 for the root */
+    uint32_t first; /* index of the first child, 0 = none */
+    uint32_t next;  /* next sibling (sorted by name), 0 = none */
+    int64_t self;
+    int64_t total;
+};
+
+struct fc_tree {
+    struct fc_tree_node *nodes; /* [0] is the root */
+    uint32_t n;
+    uint32_t cap;
+};
+
+void fc_tree_init(struct fc_tree *t);
+void fc_tree_release(struct fc_tree *t);
+/* Adds value along path (root-most first); the last frame gets the self value. */
+void fc_tree_insert(struct fc_tree *t, const uint32_t *path, uint32_t depth, int64_t value);
+/* dst += src, node by node. */
+void fc_tree_merge(struct fc_tree *dst, const struct fc_tree *src);
+static inline int64_t fc_tree_total(const struct fc_tree *t)
+{
+    return t->n ? t->nodes[0].total : 0;
+}
+
+/* Appends the zstd-compressed serialization. */
+int fc_tree_encode(const struct fc_tree *t, struct fc_buf *out);
+/* Decodes (and merges into t, which may hold data already). */
+int fc_tree_decode_merge(struct fc_tree *t, const uint8_t *data, size_t len, struct fc_error *err);
+
+#endif
