@@ -938,7 +938,9 @@ static int scan_strings(struct fc_store *s, int db, const struct key *prefix, si
         mdb_cursor_close(c);
     }
     mdb_txn_abort(r.txn);
-    qsort(*out, *n, sizeof(char *), by_string);
+    if (*n > 1) {
+        qsort(*out, *n, sizeof(char *), by_string);
+    }
     return FC_OK;
 }
 

@@ -1,0 +1,378 @@
+/*
+ * The store against an oracle: corpus profiles ingested at random times
+ * over three days; for random selectors and ranges, the merged flame graph
+ * equals a brute-force merge of exactly the profiles (and samples) in range,
+ * and the number of windows merged stays within 2*9*levels + 2 per series.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "core/buf.h"
+#include "formats/folded.h"
+#include "formats/pprof.h"
+#include "formats/pyroscope.h"
+#include "storage/store.h"
+#include "tests/unit/fc_test.h"
+
+#define N_PROFILES 90
+#define BASE 1700000000LL /* seconds */
+#define SPAN (3 * 86400)
+
+struct stored {
+    struct fc_batch *b;
+    int64_t time_s;
+    int service;
+};
+
+static struct stored stored[N_PROFILES];
+static char dir[64];
+static struct fc_store *store;
+
+static struct fc_batch *load(const char *name, int service, int64_t time_s, const char *tenant)
+{
+    char path[1024], svc[32], pname[64];
+    size_t len;
+    uint8_t *data;
+    struct fc_batch *b = fc_batch_new(0);
+    struct fc_profile *p = NULL;
+    struct fc_error err = {0};
+
+    snprintf(path, sizeof(path), "%s/%s", fc_test_corpus(), name);
+    data = fc_test_read(path, &len);
+    assert_int_equal(fc_pprof_decode(b, data, len, NULL, &p, &err), FC_OK);
+    free(data);
+    snprintf(svc, sizeof(svc), "svc-%d", service);
+    fc_profile_set_label(b, p, "service_name", svc);
+    fc_pyro_profile_name(b, p, NULL, 0, pname, sizeof(pname));
+    fc_profile_set_label(b, p, "__name__", pname);
+    p->time_ns = time_s * 1000000000LL;
+    fc_batch_set_tenant(b, tenant);
+    return b;
+}
+
+static int setup(void **state)
+{
+    char names[64][256];
+    size_t n = fc_test_corpus_files(names, 64);
+    struct fc_store_options o = {0};
+    struct fc_error err = {0};
+
+    (void)state;
+    snprintf(dir, sizeof(dir), "/tmp/fc-store-XXXXXX");
+    if (mkdtemp(dir) == NULL) {
+        return -1;
+    }
+    o.path = dir;
+    o.sync = FC_SYNC_NONE;
+    if (fc_store_open(&o, &store, &err) != FC_OK) {
+        fprintf(stderr, "%s\n", err.msg);
+        return -1;
+    }
+    srand(42);
+    /* Three go profiles per kind, so every type has several series and many windows. */
+    for (int i = 0; i < N_PROFILES; i++) {
+        const char *file = NULL;
+        int k = 0;
+        for (size_t j = 0; j < n; j++) {
+            if (strncmp(names[j], "go-1s-", 6) == 0 && k++ == i % 5) {
+                file = names[j];
+            }
+        }
+        stored[i].service = i % 3;
+        stored[i].time_s = BASE + rand() % SPAN;
+        stored[i].b = load(file, stored[i].service, stored[i].time_s, "tenant-a");
+        if (fc_store_write(store, &stored[i].b, 1, &err) != FC_OK) {
+            fprintf(stderr, "%s\n", err.msg);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    char cmd[128];
+
+    (void)state;
+    for (int i = 0; i < N_PROFILES; i++) {
+        fc_batch_unref(stored[i].b);
+    }
+    fc_store_close(store);
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+/* folded line -> value, kept as a sorted text "stack value\n" list. */
+struct folded {
+    char **lines;
+    int64_t *values;
+    size_t n, cap;
+};
+
+static void add(struct folded *f, const char *line, int64_t v)
+{
+    for (size_t i = 0; i < f->n; i++) {
+        if (strcmp(f->lines[i], line) == 0) {
+            f->values[i] += v;
+            return;
+        }
+    }
+    if (f->n == f->cap) {
+        f->cap = f->cap ? f->cap * 2 : 256;
+        f->lines = realloc(f->lines, f->cap * sizeof(char *));
+        f->values = realloc(f->values, f->cap * sizeof(int64_t));
+    }
+    f->lines[f->n] = strdup(line);
+    f->values[f->n++] = v;
+}
+
+static void release(struct folded *f)
+{
+    for (size_t i = 0; i < f->n; i++) {
+        free(f->lines[i]);
+    }
+    free(f->lines);
+    free(f->values);
+}
+
+static void tree_to_folded(const struct fc_store_result *r, uint32_t node, char *prefix,
+                           struct folded *out)
+{
+    const struct fc_tree_node *n = &r->tree.nodes[node];
+    size_t len = strlen(prefix);
+
+    if (node != 0) {
+        if (len > 0) {
+            strcat(prefix, ";");
+        }
+        strcat(prefix, r->names[node]);
+        if (n->self > 0) {
+            add(out, prefix, n->self);
+        }
+    }
+    for (uint32_t c = n->first; c != 0; c = r->tree.nodes[c].next) {
+        tree_to_folded(r, c, prefix, out);
+    }
+    prefix[len] = '\0';
+}
+
+static const char *sample_label(const struct fc_batch *b, const struct fc_sample *s,
+                                const char *name)
+{
+    const struct fc_attr *a = fc_attrs_find(b, s->attrs, name);
+    return a != NULL && a->kind == FC_ATTR_STR ? fc_str(b, a->v.str) : NULL;
+}
+
+/* The oracle: every sample of every stored profile in range whose labels match. */
+static void brute_force(const struct fc_selector *sel, int64_t from_s, int64_t until_s,
+                        struct folded *out)
+{
+    for (int i = 0; i < N_PROFILES; i++) {
+        const struct fc_batch *b = stored[i].b;
+        const struct fc_profile *p = &b->profiles[0];
+        if (stored[i].time_s < from_s || stored[i].time_s >= until_s) {
+            continue;
+        }
+        for (uint32_t t = 0; t < p->n_sample_types; t++) {
+            struct fc_buf id;
+            int64_t scale;
+            fc_buf_init(&id, 0);
+            fc_pyro_stored_type(b, p, t, &id, &scale);
+            if (strcmp((const char *)id.data, sel->profile_type) != 0) {
+                fc_buf_release(&id);
+                continue;
+            }
+            fc_buf_release(&id);
+            for (uint32_t s = 0; s < p->n_samples; s++) {
+                const struct fc_sample *smp = &p->samples[s];
+                int64_t v = fc_sample_value(p, smp, t);
+                bool ok = v > 0;
+                struct fc_buf line;
+                for (size_t m = 0; ok && m < sel->n; m++) {
+                    const char *value = fc_profile_label(b, p, sel->matchers[m].name);
+                    if (value == NULL) {
+                        value = sample_label(b, smp, sel->matchers[m].name);
+                    }
+                    ok = fc_matcher_match(&sel->matchers[m], value ? value : "");
+                }
+                if (!ok) {
+                    continue;
+                }
+                fc_buf_init(&line, 0);
+                fc_folded_stack(b, smp->stack, &line);
+                add(out, line.data ? (const char *)line.data : "", v * scale);
+                fc_buf_release(&line);
+            }
+        }
+    }
+}
+
+static int by_line(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static void assert_same(struct folded *x, struct folded *y, const char *query)
+{
+    /* Compare as sorted "line value" texts. */
+    char **a = calloc(x->n + 1, sizeof(char *)), **b = calloc(y->n + 1, sizeof(char *));
+    for (size_t i = 0; i < x->n; i++) {
+        a[i] = malloc(strlen(x->lines[i]) + 32);
+        sprintf(a[i], "%s %lld", x->lines[i], (long long)x->values[i]);
+    }
+    for (size_t i = 0; i < y->n; i++) {
+        b[i] = malloc(strlen(y->lines[i]) + 32);
+        sprintf(b[i], "%s %lld", y->lines[i], (long long)y->values[i]);
+    }
+    qsort(a, x->n, sizeof(char *), by_line);
+    qsort(b, y->n, sizeof(char *), by_line);
+    if (x->n != y->n) {
+        fail_msg("%s: %zu stacks from the store, %zu from brute force", query, x->n, y->n);
+    }
+    for (size_t i = 0; i < x->n; i++) {
+        if (strcmp(a[i], b[i]) != 0) {
+            fail_msg("%s: store has '%s', brute force '%s'", query, a[i], b[i]);
+        }
+    }
+    for (size_t i = 0; i < x->n; i++) {
+        free(a[i]);
+    }
+    for (size_t i = 0; i < y->n; i++) {
+        free(b[i]);
+    }
+    free(a);
+    free(b);
+}
+
+static void test_oracle(void **state)
+{
+    static const char *const types[] = {"process_cpu:cpu:nanoseconds:cpu:nanoseconds",
+                                        "process_cpu:samples:count:cpu:nanoseconds",
+                                        "memory:alloc_space:bytes:space:bytes",
+                                        "memory:inuse_objects:count:space:bytes",
+                                        "mutex:delay:nanoseconds:contentions:count",
+                                        "goroutines:goroutine:count:goroutine:count"};
+    static const char *const filters[] = {"",
+                                          "service_name=\"svc-1\"",
+                                          "service_name!=\"svc-0\"",
+                                          "service_name=~\"svc-[12]\"",
+                                          "service_name=\"svc-2\",worker=~\".+\"",
+                                          "nothing=\"\""};
+    char *prefix = malloc(1 << 20);
+    int checked = 0;
+
+    (void)state;
+    for (int q = 0; q < 60; q++) {
+        char text[512];
+        struct fc_selector sel;
+        struct fc_error err = {0};
+        struct fc_store_query query;
+        struct fc_store_result res;
+        struct fc_store_stats stats;
+        struct folded got = {0}, want = {0};
+        int64_t a = BASE - 3600 + rand() % (SPAN + 7200);
+        int64_t b = a + rand() % (q % 3 == 0 ? SPAN : 7200);
+        int64_t nf = a - ((a % 10) + 10) % 10, nu = b + (10 - b % 10) % 10;
+        if (nu <= nf) {
+            nu = nf + 10;
+        }
+        snprintf(text, sizeof(text), "%s{%s}", types[q % 6], filters[(q / 6) % 6]);
+        assert_int_equal(fc_selector_parse(text, &sel, &err), FC_OK);
+        query.tenant = "tenant-a";
+        query.selector = &sel;
+        query.from_ns = a * 1000000000LL;
+        query.until_ns = b * 1000000000LL;
+        if (fc_store_select_merge(store, &query, &res, &stats, &err) != FC_OK) {
+            fail_msg("%s: %s", text, err.msg);
+        }
+        prefix[0] = '\0';
+        tree_to_folded(&res, 0, prefix, &got);
+        brute_force(&sel, nf, nu, &want);
+        assert_same(&got, &want, text);
+        /* The segment-tree bound: per series, whatever the range. */
+        assert_true(stats.nodes_merged <= stats.series * (2 * 9 * FC_STORE_LEVELS + 2));
+        checked += want.n > 0;
+        release(&got);
+        release(&want);
+        fc_store_result_release(&res);
+        fc_selector_release(&sel);
+    }
+    assert_true(checked >= 20); /* most queries found data */
+    free(prefix);
+}
+
+static void test_tenants_do_not_mix(void **state)
+{
+    struct fc_selector sel;
+    struct fc_error err = {0};
+    struct fc_store_query q = {"tenant-b", &sel, 0, (BASE + SPAN) * 1000000000LL};
+    struct fc_store_result res;
+    struct fc_store_stats stats;
+    char **names;
+    size_t n;
+
+    (void)state;
+    assert_int_equal(fc_selector_parse("process_cpu:cpu:nanoseconds:cpu:nanoseconds{}", &sel, &err),
+                     FC_OK);
+    assert_int_equal(fc_store_select_merge(store, &q, &res, &stats, &err), FC_OK);
+    assert_int_equal(stats.series, 0);
+    assert_int_equal(fc_tree_total(&res.tree), 0);
+    fc_store_result_release(&res);
+    q.tenant = "tenant-a";
+    assert_int_equal(fc_store_select_merge(store, &q, &res, &stats, &err), FC_OK);
+    assert_true(stats.series >= 3);
+    assert_true(fc_tree_total(&res.tree) > 0);
+    fc_store_result_release(&res);
+    fc_selector_release(&sel);
+    assert_int_equal(fc_store_label_values(store, "tenant-a", "service_name", &names, &n, &err),
+                     FC_OK);
+    assert_int_equal(n, 3);
+    assert_string_equal(names[0], "svc-0");
+    fc_store_strings_free(names, n);
+    assert_int_equal(fc_store_label_names(store, "tenant-b", &names, &n, &err), FC_OK);
+    assert_int_equal(n, 0);
+    fc_store_strings_free(names, n);
+    assert_int_equal(fc_store_label_names(store, "tenant-a", &names, &n, &err), FC_OK);
+    assert_true(n >= 3); /* __name__, __profile_type__, service_name, pprof labels */
+    fc_store_strings_free(names, n);
+}
+
+static void test_selector_errors(void **state)
+{
+    struct fc_selector sel;
+    struct fc_error err = {0};
+
+    (void)state;
+    assert_int_equal(fc_selector_parse("cpu{service_name=\"x\"", &sel, &err), FC_EPROTO);
+    assert_non_null(strstr(err.msg, "col"));
+    assert_int_equal(fc_selector_parse("cpu{a~\"x\"}", &sel, &err), FC_EPROTO);
+    assert_non_null(strstr(err.msg, "expected '='"));
+    assert_int_equal(fc_selector_parse("cpu{a=~\"(\"}", &sel, &err), FC_EPROTO);
+    assert_non_null(strstr(err.msg, "bad regex"));
+    assert_int_equal(fc_selector_parse("{\"service.name\"=`x\\d`, b!~'y'}", &sel, &err), FC_OK);
+    assert_string_equal(sel.matchers[0].name, "service.name");
+    assert_string_equal(sel.matchers[0].value, "x\\d");
+    fc_selector_release(&sel);
+    /* Anchored: =~"svc" does not match "svc-1". */
+    assert_int_equal(fc_selector_parse("t{a=~\"svc\"}", &sel, &err) == FC_OK ? 0 : 1, 0);
+    assert_false(fc_matcher_match(&sel.matchers[0], "svc-1"));
+    assert_true(fc_matcher_match(&sel.matchers[0], "svc"));
+    fc_selector_release(&sel);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_oracle),
+        cmocka_unit_test(test_tenants_do_not_mix),
+        cmocka_unit_test(test_selector_errors),
+    };
+    return cmocka_run_group_tests_name("store", tests, setup, teardown);
+}
