@@ -212,6 +212,34 @@ const char *fc_http_query(const struct fc_http_request *req, const char *name)
     return MHD_lookup_connection_value(req->conn, MHD_GET_ARGUMENT_KIND, name);
 }
 
+int fc_http_tenant(const struct fc_http_request *req, const char **tenant, struct fc_error *err)
+{
+    const char *org = fc_http_header(req, "X-Scope-OrgID");
+    size_t n;
+
+    *tenant = "anonymous";
+    if (org == NULL) {
+        return FC_OK;
+    }
+    n = strlen(org);
+    if (n == 0 || n > 150 || strcmp(org, ".") == 0 || strcmp(org, "..") == 0) {
+        goto bad;
+    }
+    for (const char *p = org; *p; p++) {
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+              strchr("!-_.*'()", *p) != NULL)) {
+            goto bad;
+        }
+    }
+    *tenant = org;
+    return FC_OK;
+bad:
+    return fc_errorf(err, FC_EPROTO,
+                     "X-Scope-OrgID \"%.64s\" is not a valid tenant id (1-150 characters of "
+                     "A-Z a-z 0-9 ! - _ . * ' ( ))",
+                     org);
+}
+
 void fc_http_response_header(struct fc_http_response *resp, const char *name, const char *value)
 {
     if (resp->n_headers < FC_HTTP_MAX_HEADERS) {

@@ -45,6 +45,11 @@ typedef void (*fc_http_handler_fn)(void *ctx, const struct fc_http_request *req,
 /* A request header or query parameter, or NULL. Valid during the handler. */
 const char *fc_http_header(const struct fc_http_request *req, const char *name);
 const char *fc_http_query(const struct fc_http_request *req, const char *name);
+/*
+ * The tenant of a request: X-Scope-OrgID (1-150 characters of A-Z a-z 0-9
+ * ! - _ . * ' ( ), as Cortex and Pyroscope accept), or "anonymous".
+ */
+int fc_http_tenant(const struct fc_http_request *req, const char **tenant, struct fc_error *err);
 void fc_http_response_header(struct fc_http_response *resp, const char *name, const char *value);
 /* Sets status and a text/plain body (a message naming the problem). */
 void fc_http_response_text(struct fc_http_response *resp, int status, const char *fmt, ...)

@@ -7,12 +7,14 @@ extern const struct fc_receiver_type fc_pprof_receiver;
 extern const struct fc_receiver_type fc_otlp_receiver;
 extern const struct fc_exporter_type fc_debug_exporter;
 extern const struct fc_exporter_type fc_nop_exporter;
+extern const struct fc_exporter_type fc_store_exporter;
 
 static const struct fc_registry_entry types[] = {
     {FC_KIND_RECEIVER, &fc_otlp_receiver.info},
     {FC_KIND_RECEIVER, &fc_pprof_receiver.info},
     {FC_KIND_EXPORTER, &fc_debug_exporter.info},
     {FC_KIND_EXPORTER, &fc_nop_exporter.info},
+    {FC_KIND_EXPORTER, &fc_store_exporter.info},
 };
 
 const char *fc_kind_name(enum fc_kind kind)

@@ -86,8 +86,15 @@ static void handle(void *ctx, const struct fc_http_request *req, struct fc_http_
         answer_error(r, resp, 415, FC_EPROTO, "unsupported Content-Encoding (use gzip)", json);
         return;
     }
-    rc = otlp_export(r, body ? body : (const uint8_t *)"", len, json,
-                     fc_http_header(req, "X-Scope-OrgID"), &res, &err);
+    {
+        const char *tenant;
+        rc = fc_http_tenant(req, &tenant, &err);
+        if (rc != FC_OK) {
+            otlp_count_refused(r);
+        } else {
+            rc = otlp_export(r, body ? body : (const uint8_t *)"", len, json, tenant, &res, &err);
+        }
+    }
     if (rc != FC_OK) {
         answer_error(r, resp, http_status(rc), rc, err.msg, json);
     } else {

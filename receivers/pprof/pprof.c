@@ -158,28 +158,10 @@ static int secret_equal(const char *a, const char *b)
     return diff == 0;
 }
 
-/* Tenant ids as Cortex/Pyroscope accept them. */
-static int valid_tenant(const char *t)
-{
-    size_t n = strlen(t);
-
-    if (n == 0 || n > 150 || strcmp(t, ".") == 0 || strcmp(t, "..") == 0) {
-        return 0;
-    }
-    for (const char *p = t; *p; p++) {
-        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
-              strchr("!-_.*'()", *p) != NULL)) {
-            return 0;
-        }
-    }
-    return 1;
-}
-
 int pprof_check_request(struct pprof_receiver *r, const struct fc_http_request *req,
                         struct fc_http_response *resp, const char **tenant)
 {
     const char *auth = fc_http_header(req, "Authorization");
-    const char *org = fc_http_header(req, "X-Scope-OrgID");
     struct fc_error err = {0};
 
     if (r->cfg->auth.bearer_token[0] != '\0') {
@@ -198,17 +180,9 @@ int pprof_check_request(struct pprof_receiver *r, const struct fc_http_request *
             return -1;
         }
     }
-    *tenant = "anonymous";
-    if (org != NULL) {
-        if (!valid_tenant(org)) {
-            fc_errorf(&err, FC_EPROTO,
-                      "X-Scope-OrgID \"%.64s\" is not a valid tenant id (1-150 characters of "
-                      "A-Z a-z 0-9 ! - _ . * ' ( ))",
-                      org);
-            pprof_error(r, resp, 400, &err);
-            return -1;
-        }
-        *tenant = org;
+    if (fc_http_tenant(req, tenant, &err) != FC_OK) {
+        pprof_error(r, resp, 400, &err);
+        return -1;
     }
     return 0;
 }

@@ -103,7 +103,9 @@ class Collector:
         self.dir = tempfile.mkdtemp(prefix="flamecol-it-")
         self.ports = {"port": free_port(), "metrics": free_port()}
         self.debug_path = os.path.join(self.dir, "debug.txt")
-        text = yaml_text.format(dir=self.dir, debug=self.debug_path, **self.ports)
+        text = yaml_text.replace("{dir}", self.dir).replace("{debug}", self.debug_path)
+        for k, v in self.ports.items():
+            text = text.replace("{%s}" % k, str(v))
         self.config = os.path.join(self.dir, "config.yaml")
         with open(self.config, "w") as f:
             f.write(text)
@@ -164,6 +166,8 @@ class Collector:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
+        if not self.stderr.closed:
+            self.stderr.close()
 
 
 DEBUG_PIPELINE = """

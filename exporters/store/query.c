@@ -1,0 +1,370 @@
+/*
+ * The query API on query.endpoint, as Grafana Pyroscope answers it:
+ *   GET /pyroscope/render?query=<type>{selector}&from=&until=&maxNodes=&format=json|folded|pprof
+ *   GET /pyroscope/label-names, GET /pyroscope/label-values?label=<name>
+ * Every answer that merges trees says how many in X-Flamecol-Nodes-Merged.
+ */
+#include "exporters/store/store.h"
+
+#include "core/log.h"
+#include "core/mem.h"
+#include "core/metrics.h"
+#include "core/timeutil.h"
+#include "formats/flamebearer.h"
+#include "formats/gzip.h"
+#include "formats/pprof.h"
+#include "formats/pyroscope.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void json_error(struct fc_http_response *resp, int status, const char *msg)
+{
+    resp->status = status;
+    resp->content_type = "application/json";
+    fc_buf_reset(&resp->body);
+    fc_buf_printf(&resp->body, "{\"code\":\"%s\",\"message\":\"",
+                  status == 400 ? "invalid_argument" : "internal");
+    fc_buf_json_escape(&resp->body, msg, strlen(msg));
+    fc_buf_puts(&resp->body, "\"}");
+}
+
+/* The parts of a profile type id: name:type:unit:period_type:period_unit. */
+static void type_part(const char *id, int index, char *out, size_t size)
+{
+    const char *p = id;
+
+    for (int i = 0; i < index && p != NULL; i++) {
+        p = strchr(p, ':');
+        p = p ? p + 1 : NULL;
+    }
+    if (p == NULL) {
+        out[0] = '\0';
+        return;
+    }
+    snprintf(out, size, "%.*s", (int)(strchr(p, ':') ? (size_t)(strchr(p, ':') - p) : strlen(p)),
+             p);
+}
+
+/* The common part of every query: tenant, selector, range. */
+struct query {
+    const char *tenant;
+    struct fc_selector sel;
+    int64_t from_ns, until_ns;
+};
+
+static int parse_query(struct store_exporter *x, const struct fc_http_request *req,
+                       const char *param, struct query *q, struct fc_error *err)
+{
+    const char *text = fc_http_query(req, param);
+    const char *from = fc_http_query(req, "from");
+    const char *until = fc_http_query(req, "until");
+    int64_t now = fc_now_ns();
+
+    memset(q, 0, sizeof(*q));
+    if (fc_http_tenant(req, &q->tenant, err) != FC_OK) {
+        return FC_EPROTO;
+    }
+    if (text == NULL || text[0] == '\0') {
+        return fc_errorf(err, FC_EPROTO, "\"%s\" is required", param);
+    }
+    if (fc_selector_parse(text, &q->sel, err) != FC_OK) {
+        return FC_EPROTO;
+    }
+    if (q->sel.profile_type == NULL) {
+        fc_selector_release(&q->sel);
+        return fc_errorf(err, FC_EPROTO,
+                         "query must contain a profile-type selection, e.g. "
+                         "process_cpu:cpu:nanoseconds:cpu:nanoseconds{}");
+    }
+    q->from_ns = now - 3600LL * 1000000000LL;
+    q->until_ns = now;
+    if ((from != NULL && fc_pyro_parse_time(from, now, &q->from_ns, err) != FC_OK) ||
+        (until != NULL && fc_pyro_parse_time(until, now, &q->until_ns, err) != FC_OK)) {
+        fc_selector_release(&q->sel);
+        return fc_error_wrap(err, "from/until");
+    }
+    if (q->from_ns > q->until_ns) {
+        fc_selector_release(&q->sel);
+        return fc_errorf(err, FC_EPROTO, "from is after until");
+    }
+    if (x->cfg->query.max_query_length > 0 &&
+        q->until_ns - q->from_ns > x->cfg->query.max_query_length) {
+        fc_selector_release(&q->sel);
+        return fc_errorf(err, FC_EPROTO,
+                         "the range is longer than query.max_query_length (%" PRId64 " h)",
+                         (int64_t)(x->cfg->query.max_query_length / 3600000000000LL));
+    }
+    return FC_OK;
+}
+
+/* A "nice" timeline step: about 1,500 points, whole multiples of 10 s. */
+static int64_t timeline_step_s(int64_t from_ns, int64_t until_ns)
+{
+    static const int64_t nice[] = {10,   20,   30,   60,    120,   300,   600,  1200,
+                                   1800, 3600, 7200, 10800, 21600, 43200, 86400};
+    int64_t want = (until_ns - from_ns) / 1000000000LL / 1500;
+
+    for (size_t i = 0; i < sizeof(nice) / sizeof(nice[0]); i++) {
+        if (nice[i] >= want) {
+            return nice[i];
+        }
+    }
+    return ((want + 86399) / 86400) * 86400;
+}
+
+/* The merged tree as pprof: each node with self is one sample of its path. */
+static int tree_to_pprof(const struct fc_store_result *r, const char *type_id, struct fc_buf *out,
+                         struct fc_error *err)
+{
+    struct fc_batch *b = fc_batch_new(0);
+    struct fc_profile *p = fc_batch_add_profile(b);
+    struct fc_value_type vt;
+    char part[128];
+    uint32_t *parent = fc_xcalloc(r->tree.n + 1, sizeof(uint32_t));
+    uint32_t *loc = fc_xcalloc(r->tree.n + 1, sizeof(uint32_t));
+    uint32_t *stack = fc_xcalloc(r->tree.n + 1, sizeof(uint32_t));
+    struct fc_buf raw;
+    int rc = FC_OK;
+
+    type_part(type_id, 1, part, sizeof(part));
+    fc_dict_cstring(b, part, &vt.type);
+    type_part(type_id, 2, part, sizeof(part));
+    fc_dict_cstring(b, part, &vt.unit);
+    fc_profile_set_sample_types(b, p, &vt, 1);
+    type_part(type_id, 3, part, sizeof(part));
+    fc_dict_cstring(b, part, &p->period_type.type);
+    type_part(type_id, 4, part, sizeof(part));
+    fc_dict_cstring(b, part, &p->period_type.unit);
+    /* Parents and one location per node (a function named after the frame). */
+    for (uint32_t i = 0; i < r->tree.n; i++) {
+        for (uint32_t c = r->tree.nodes[i].first; c != 0; c = r->tree.nodes[c].next) {
+            parent[c] = i;
+        }
+        if (i > 0) {
+            struct fc_function f = {0};
+            struct fc_line line = {0};
+            struct fc_location l = {0};
+            fc_dict_cstring(b, r->names[i], &f.name);
+            fc_dict_function(b, &f, &line.function);
+            fc_dict_location(b, &l, &line, 1, &loc[i]);
+        }
+    }
+    for (uint32_t i = 1; rc == FC_OK && i < r->tree.n; i++) {
+        struct fc_sample s = {0};
+        uint32_t depth = 0;
+        int64_t v = r->tree.nodes[i].self;
+        if (v <= 0) {
+            continue;
+        }
+        for (uint32_t at = i; at != 0; at = parent[at]) {
+            stack[depth++] = loc[at]; /* leaf first */
+        }
+        rc = fc_dict_stack(b, stack, depth, &s.stack);
+        rc = rc ? rc : fc_profile_add_sample(b, p, &s, &v, 1, NULL, 0);
+    }
+    fc_buf_init(&raw, 0);
+    if (rc == FC_OK) {
+        rc = fc_pprof_encode(b, p, &raw, err);
+    }
+    if (rc == FC_OK) {
+        rc = fc_gzip(raw.data, raw.len, 6, out, err);
+    }
+    fc_buf_release(&raw);
+    free(parent);
+    free(loc);
+    free(stack);
+    fc_batch_unref(b);
+    return rc;
+}
+
+static void folded(const struct fc_store_result *r, uint32_t node, struct fc_buf *path,
+                   struct fc_buf *out)
+{
+    const struct fc_tree_node *n = &r->tree.nodes[node];
+    size_t len = path->len;
+
+    if (node != 0) {
+        if (len > 0) {
+            fc_buf_append(path, ";", 1);
+        }
+        fc_buf_puts(path, r->names[node]);
+        if (n->self > 0) {
+            fc_buf_append(out, path->data, path->len);
+            fc_buf_printf(out, " %" PRId64 "\n", n->self);
+        }
+    }
+    for (uint32_t c = n->first; c != 0; c = r->tree.nodes[c].next) {
+        folded(r, c, path, out);
+    }
+    path->len = len;
+}
+
+static void on_render(void *ctx, const struct fc_http_request *req, struct fc_http_response *resp)
+{
+    struct store_exporter *x = ctx;
+    const char *format = fc_http_query(req, "format");
+    const char *max_nodes_s = fc_http_query(req, "maxNodes");
+    struct fc_error err = {0};
+    struct query q;
+    struct fc_store_query sq;
+    struct fc_store_result res;
+    struct fc_store_stats stats;
+    int64_t max_nodes = x->cfg->query.max_nodes;
+    char merged[32];
+
+    if (max_nodes_s == NULL) {
+        max_nodes_s = fc_http_query(req, "max-nodes");
+    }
+    if (max_nodes_s != NULL) {
+        char *end;
+        max_nodes = strtoll(max_nodes_s, &end, 10);
+        if (*end != '\0' || max_nodes < 0 || max_nodes > 1048576) {
+            json_error(resp, 400, "maxNodes must be an integer between 0 and 1048576");
+            return;
+        }
+        if (max_nodes == 0) {
+            max_nodes = x->cfg->query.max_nodes;
+        }
+    }
+    if (format != NULL && strcmp(format, "json") != 0 && strcmp(format, "folded") != 0 &&
+        strcmp(format, "pprof") != 0) {
+        json_error(resp, 400, "format must be json, folded or pprof");
+        return;
+    }
+    if (parse_query(x, req, "query", &q, &err) != FC_OK) {
+        json_error(resp, 400, err.msg);
+        return;
+    }
+    sq.tenant = q.tenant;
+    sq.selector = &q.sel;
+    sq.from_ns = q.from_ns;
+    sq.until_ns = q.until_ns;
+    if (fc_store_select_merge(x->store, &sq, &res, &stats, &err) != FC_OK) {
+        json_error(resp, err.code == FC_EPROTO ? 400 : 500, err.msg);
+        fc_selector_release(&q.sel);
+        return;
+    }
+    fc_metric_add(x->nodes_merged, stats.nodes_merged);
+    fc_metric_add(x->queries, 1);
+    snprintf(merged, sizeof(merged), "%u", stats.nodes_merged);
+    fc_http_response_header(resp, "X-Flamecol-Nodes-Merged", merged);
+    if (format != NULL && strcmp(format, "folded") == 0) {
+        struct fc_buf path;
+        fc_buf_init(&path, 0);
+        resp->content_type = "text/plain; charset=utf-8";
+        folded(&res, 0, &path, &resp->body);
+        fc_buf_release(&path);
+    } else if (format != NULL && strcmp(format, "pprof") == 0) {
+        resp->content_type = "application/octet-stream";
+        fc_http_response_header(resp, "Content-Disposition", "attachment; filename=profile.pb.gz");
+        if (tree_to_pprof(&res, q.sel.profile_type, &resp->body, &err) != FC_OK) {
+            json_error(resp, 500, err.msg);
+        }
+    } else {
+        struct fc_flamebearer_meta meta = {0};
+        char name[64], units[64];
+        int64_t step = timeline_step_s(q.from_ns, q.until_ns);
+        int64_t start = (q.from_ns / 1000000000LL / step) * step;
+        size_t points = (size_t)((q.until_ns / 1000000000LL - start) / step) + 1;
+        int64_t *timeline = fc_xcalloc(points, sizeof(int64_t));
+        type_part(q.sel.profile_type, 1, name, sizeof(name));
+        type_part(q.sel.profile_type, 2, units, sizeof(units));
+        /* Pyroscope's metadata: objects for counts of objects, samples for cpu. */
+        if (strcmp(name, "inuse_objects") == 0 || strcmp(name, "alloc_objects") == 0 ||
+            strcmp(name, "goroutine") == 0 || strcmp(name, "samples") == 0) {
+            snprintf(units, sizeof(units), "objects");
+        } else if (strcmp(name, "cpu") == 0) {
+            snprintf(units, sizeof(units), "samples");
+        }
+        meta.name = name;
+        meta.units = units;
+        meta.sample_rate = strcmp(name, "cpu") == 0 ? 1000000000 : 100;
+        sq.from_ns = start * 1000000000LL;
+        if (fc_store_timeline(x->store, &sq, step * 1000000000LL, timeline, points, &err) ==
+            FC_OK) {
+            meta.timeline = timeline;
+            meta.timeline_n = points;
+            meta.timeline_start_s = start;
+            meta.timeline_step_s = step;
+        }
+        resp->content_type = "application/json";
+        fc_flamebearer_write(&res.tree, res.names, (uint32_t)max_nodes, &meta, &resp->body);
+        free(timeline);
+    }
+    fc_store_result_release(&res);
+    fc_selector_release(&q.sel);
+}
+
+static void string_array(struct fc_http_response *resp, char **v, size_t n)
+{
+    resp->content_type = "application/json";
+    fc_buf_puts(&resp->body, "[");
+    for (size_t i = 0; i < n; i++) {
+        fc_buf_puts(&resp->body, i ? ",\"" : "\"");
+        fc_buf_json_escape(&resp->body, v[i], strlen(v[i]));
+        fc_buf_puts(&resp->body, "\"");
+    }
+    fc_buf_puts(&resp->body, "]");
+}
+
+static void on_label_names(void *ctx, const struct fc_http_request *req,
+                           struct fc_http_response *resp)
+{
+    struct store_exporter *x = ctx;
+    struct fc_error err = {0};
+    const char *tenant;
+    char **v;
+    size_t n;
+
+    if (fc_http_tenant(req, &tenant, &err) != FC_OK) {
+        json_error(resp, 400, err.msg);
+        return;
+    }
+    if (fc_store_label_names(x->store, tenant, &v, &n, &err) != FC_OK) {
+        json_error(resp, 500, err.msg);
+        return;
+    }
+    string_array(resp, v, n);
+    fc_store_strings_free(v, n);
+}
+
+static void on_label_values(void *ctx, const struct fc_http_request *req,
+                            struct fc_http_response *resp)
+{
+    struct store_exporter *x = ctx;
+    struct fc_error err = {0};
+    const char *label = fc_http_query(req, "label");
+    const char *tenant;
+    char **v;
+    size_t n;
+
+    if (fc_http_tenant(req, &tenant, &err) != FC_OK) {
+        json_error(resp, 400, err.msg);
+        return;
+    }
+    if (label == NULL || label[0] == '\0') {
+        json_error(resp, 400, "\"label\" is required");
+        return;
+    }
+    if (fc_store_label_values(x->store, tenant, label, &v, &n, &err) != FC_OK) {
+        json_error(resp, 500, err.msg);
+        return;
+    }
+    string_array(resp, v, n);
+    fc_store_strings_free(v, n);
+}
+
+int store_query_routes(struct store_exporter *x, struct fc_http_server *srv, struct fc_error *err)
+{
+    const char *id = x->self->id;
+
+    if (fc_http_route(srv, "GET", "/pyroscope/render", 0, on_render, x, id, err) ||
+        fc_http_route(srv, "GET", "/pyroscope/label-names", 0, on_label_names, x, id, err) ||
+        fc_http_route(srv, "GET", "/pyroscope/label-values", 0, on_label_values, x, id, err)) {
+        return err->code;
+    }
+    return FC_OK;
+}

@@ -1,0 +1,233 @@
+/*
+ * store exporter: writes profiles into the segment-tree store (storage/)
+ * and serves Pyroscope's query API on query.endpoint.
+ *
+ * One writer thread owns the write side. Exporting threads queue their
+ * batch and wait; the writer takes everything queued, writes it in one
+ * transaction and commits (with sync: batch, one fsync for all of them),
+ * then wakes them: a request is acknowledged only once its profiles are
+ * durable.
+ */
+#include "exporters/store/store.h"
+
+#include "core/log.h"
+#include "core/mem.h"
+#include "core/metrics.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define OFF(f) offsetof(struct store_config, f)
+
+static const struct fc_field query_fields[] = {
+    {"endpoint", FC_FIELD_STR, "127.0.0.1:4040", OFF(query.endpoint) - OFF(query),
+     "host:port of the query API (shared with the pprof receiver when both name it)"},
+    {"max_query_length", FC_FIELD_DURATION, "31d", OFF(query.max_query_length) - OFF(query),
+     "longest from..until a query may span (0 = no limit)"},
+    {"max_nodes", FC_FIELD_INT, "8192", OFF(query.max_nodes) - OFF(query),
+     "flame graph nodes when a query does not say (maxNodes)"},
+    {NULL},
+};
+
+static const struct fc_field store_fields[] = {
+    {"path", FC_FIELD_STR, "./data", OFF(path), "directory of the database (created if missing)"},
+    {"retention", FC_FIELD_DURATION, "0", OFF(retention),
+     "not enforced yet: must be 0 (keep everything) until retention lands"},
+    {"max_size", FC_FIELD_SIZE, "0", OFF(max_size),
+     "the database may not grow past this; writes beyond it fail (0 = 64 GiB)"},
+    {"sync", FC_FIELD_ENUM, "batch", OFF(sync),
+     "`batch`: requests arriving together share one fsync before any is acknowledged; "
+     "`always`: one fsync per request; `none`: left to the OS (unsafe on power loss)",
+     .choices = "batch|always|none"},
+    {"query", FC_FIELD_OBJECT, NULL, OFF(query), "the query API", .sub = query_fields},
+    {NULL},
+};
+
+static int store_create(struct fc_exporter *self, struct fc_error *err)
+{
+    const struct store_config *cfg = self->config;
+    struct store_exporter *x;
+    char labels[256];
+
+    if (cfg->retention != 0) {
+        /* Refused rather than ignored: nobody should believe old data is being deleted. */
+        return fc_errorf(err, FC_ECONFIG,
+                         "retention is not implemented yet; remove it (data is kept)");
+    }
+    if (cfg->path[0] == '\0') {
+        return fc_errorf(err, FC_ECONFIG, "path must not be empty");
+    }
+    if (cfg->query.max_nodes < 1 || cfg->query.max_nodes > 1048576) {
+        return fc_errorf(err, FC_ECONFIG, "query.max_nodes must be between 1 and 1048576");
+    }
+    x = fc_xcalloc(1, sizeof(*x));
+    x->self = self;
+    x->cfg = cfg;
+    pthread_mutex_init(&x->lock, NULL);
+    pthread_cond_init(&x->wake, NULL);
+    pthread_cond_init(&x->served, NULL);
+    snprintf(labels, sizeof(labels), "exporter=\"%s\"", self->id);
+    x->nodes_merged = fc_metrics_counter("flamecol_store_nodes_merged_total", labels,
+                                         "Stack trees the store read and merged for queries.");
+    x->queries = fc_metrics_counter("flamecol_store_queries_total", labels, "Queries answered.");
+    x->disk_bytes = fc_metrics_gauge("flamecol_store_disk_bytes", labels,
+                                     "Bytes the store's database takes on disk.");
+    x->commits = fc_metrics_counter("flamecol_store_commits_total", labels,
+                                    "Write transactions committed (one per group of requests).");
+    self->ctx = x;
+    return FC_OK;
+}
+
+static void *writer_main(void *arg)
+{
+    struct store_exporter *x = arg;
+
+    pthread_mutex_lock(&x->lock);
+    for (;;) {
+        struct fc_batch *batches[256];
+        struct pending *items[256];
+        size_t n = 0;
+        while (x->head == NULL && !x->stopping) {
+            pthread_cond_wait(&x->wake, &x->lock);
+        }
+        if (x->head == NULL && x->stopping) {
+            break;
+        }
+        /* Everything queued now goes into one transaction (group commit). */
+        while (x->head != NULL && n < 256) {
+            items[n] = x->head;
+            batches[n] = x->head->batch;
+            x->head = x->head->next;
+            n++;
+        }
+        if (x->head == NULL) {
+            x->tail = NULL;
+        }
+        pthread_mutex_unlock(&x->lock);
+        if (x->cfg->sync == FC_SYNC_ALWAYS) {
+            for (size_t i = 0; i < n; i++) {
+                items[i]->rc = fc_store_write(x->store, &batches[i], 1, &items[i]->err);
+                fc_metric_add(x->commits, 1);
+            }
+        } else {
+            struct fc_error err = {0};
+            int rc = fc_store_write(x->store, batches, n, &err);
+            fc_metric_add(x->commits, 1);
+            for (size_t i = 0; i < n; i++) {
+                items[i]->rc = rc;
+                items[i]->err = err;
+            }
+        }
+        fc_metric_set(x->disk_bytes, fc_store_disk_bytes(x->store));
+        pthread_mutex_lock(&x->lock);
+        for (size_t i = 0; i < n; i++) {
+            items[i]->done = true;
+        }
+        pthread_cond_broadcast(&x->served);
+    }
+    pthread_mutex_unlock(&x->lock);
+    return NULL;
+}
+
+static int store_start(struct fc_exporter *self, struct fc_host *host, struct fc_error *err)
+{
+    struct store_exporter *x = self->ctx;
+    struct fc_store_options o = {x->cfg->path, (enum fc_store_sync)x->cfg->sync, x->cfg->max_size};
+    struct fc_http_server *srv;
+
+    if (fc_store_open(&o, &x->store, err) != FC_OK) {
+        return err->code;
+    }
+    srv = fc_http_server_get(host->http, x->cfg->query.endpoint, err);
+    if (srv == NULL || store_query_routes(x, srv, err) != FC_OK) {
+        return fc_error_wrap(err, "query");
+    }
+    if (pthread_create(&x->writer, NULL, writer_main, x) != 0) {
+        return fc_errorf(err, FC_EIO, "cannot start the writer thread");
+    }
+    x->writer_started = true;
+    fc_metric_set(x->disk_bytes, fc_store_disk_bytes(x->store));
+    fc_log_info(self->id, "store at %s (sync %s)", x->cfg->path,
+                x->cfg->sync == FC_SYNC_BATCH    ? "batch"
+                : x->cfg->sync == FC_SYNC_ALWAYS ? "always"
+                                                 : "none");
+    return FC_OK;
+}
+
+static int store_export(struct fc_exporter *self, struct fc_batch *b, struct fc_error *err)
+{
+    struct store_exporter *x = self->ctx;
+    struct pending p = {0};
+
+    p.batch = b; /* borrowed: this thread waits until the writer is done with it */
+    pthread_mutex_lock(&x->lock);
+    if (x->stopping || !x->writer_started) {
+        pthread_mutex_unlock(&x->lock);
+        return fc_errorf(err, FC_EUNAVAIL, "the store is shutting down");
+    }
+    if (x->tail != NULL) {
+        x->tail->next = &p;
+    } else {
+        x->head = &p;
+    }
+    x->tail = &p;
+    pthread_cond_signal(&x->wake);
+    while (!p.done) {
+        pthread_cond_wait(&x->served, &x->lock);
+    }
+    pthread_mutex_unlock(&x->lock);
+    if (p.rc != FC_OK) {
+        *err = p.err;
+        /* A full or failing disk is the operator's to fix; clients may retry later. */
+        return p.rc == FC_EIO ? FC_EUNAVAIL : p.rc;
+    }
+    return FC_OK;
+}
+
+static void store_shutdown(struct fc_exporter *self, int64_t deadline_ns)
+{
+    struct store_exporter *x = self->ctx;
+
+    (void)deadline_ns;
+    pthread_mutex_lock(&x->lock);
+    x->stopping = true;
+    pthread_cond_signal(&x->wake);
+    pthread_mutex_unlock(&x->lock);
+    if (x->writer_started) {
+        /* The writer drains what is queued before it stops. */
+        pthread_join(x->writer, NULL);
+        x->writer_started = false;
+    }
+}
+
+static void store_destroy(struct fc_exporter *self)
+{
+    struct store_exporter *x = self->ctx;
+
+    if (x->writer_started) {
+        store_shutdown(self, 0);
+    }
+    fc_store_close(x->store);
+    pthread_mutex_destroy(&x->lock);
+    pthread_cond_destroy(&x->wake);
+    pthread_cond_destroy(&x->served);
+    free(x);
+    self->ctx = NULL;
+}
+
+const struct fc_exporter_type fc_store_exporter = {
+    .info =
+        {
+            .name = "store",
+            .description = "segment-tree profile store with Pyroscope's query API",
+            .stability = FC_STABILITY_ALPHA,
+            .fields = store_fields,
+            .config_size = sizeof(struct store_config),
+        },
+    .create = store_create,
+    .start = store_start,
+    .export = store_export,
+    .shutdown = store_shutdown,
+    .destroy = store_destroy,
+};

@@ -1,0 +1,31 @@
+/*
+ * Pyroscope's flamebearer JSON (what /pyroscope/render answers and Grafana
+ * and Pyroscope's UI draw): names[0] = "total", one array per depth of
+ * [x_delta, total, self, name_index] tuples, x delta-encoded against the end
+ * of the previous node in the level, children placed left to right in name
+ * order after the parent's self. Nodes whose total is below the maxNodes-th
+ * largest are folded into a synthetic "other" child.
+ */
+#ifndef FC_FORMATS_FLAMEBEARER_H
+#define FC_FORMATS_FLAMEBEARER_H
+
+#include "core/buf.h"
+#include "storage/tree.h"
+
+#include <stdint.h>
+
+struct fc_flamebearer_meta {
+    const char *name;  /* the sample type, e.g. "cpu" */
+    const char *units; /* "samples", "bytes", "objects", "nanoseconds" */
+    int64_t sample_rate;
+    int64_t timeline_start_s;
+    int64_t timeline_step_s;
+    const int64_t *timeline; /* may be NULL */
+    size_t timeline_n;
+};
+
+/* Appends the whole FlamebearerProfile JSON. names[i] names tree node i. */
+int fc_flamebearer_write(const struct fc_tree *t, char *const *names, uint32_t max_nodes,
+                         const struct fc_flamebearer_meta *meta, struct fc_buf *out);
+
+#endif
