@@ -1,9 +1,9 @@
 #include "core/default_config.h"
 
 /*
- * A single-machine setup. It grows as components land: today the otlp and
- * pprof receivers feed the debug exporter; the store (query API and UI on
- * 127.0.0.1:4040, data in ./flamecol-data) joins them when it exists.
+ * A single-machine profiling backend: OTLP (gRPC 4317, HTTP 4318) and
+ * Pyroscope SDK pushes (4040) into the store, whose query API answers on
+ * 4040 too, like a Pyroscope server. Data goes to ./flamecol-data.
  */
 const char fc_default_config[] = "receivers:\n"
                                  "  otlp:\n"
@@ -15,13 +15,15 @@ const char fc_default_config[] = "receivers:\n"
                                  "  pprof:\n"
                                  "    endpoint: 127.0.0.1:4040\n"
                                  "exporters:\n"
-                                 "  debug:\n"
-                                 "    verbosity: basic\n"
+                                 "  store:\n"
+                                 "    path: ./flamecol-data\n"
+                                 "    query:\n"
+                                 "      endpoint: 127.0.0.1:4040\n"
                                  "service:\n"
                                  "  pipelines:\n"
                                  "    profiles:\n"
                                  "      receivers: [otlp, pprof]\n"
-                                 "      exporters: [debug]\n"
+                                 "      exporters: [store]\n"
                                  "  telemetry:\n"
                                  "    metrics:\n"
                                  "      endpoint: 127.0.0.1:8888\n";
