@@ -1,6 +1,7 @@
 #include "storage/store.h"
 
 #include "core/buf.h"
+#include "core/idmap.h"
 #include "core/mem.h"
 #include "core/timeutil.h"
 #include "formats/folded.h"
@@ -15,22 +16,13 @@
 #include <sys/stat.h>
 #include <xxhash.h>
 
-enum {
-    DB_SYM,
-    DB_SYMID,
-    DB_SERIES,
-    DB_SID,
-    DB_LN,
-    DB_LV,
-    DB_POST,
-    DB_NODE,
-    DB_TOTAL,
-    DB_META,
-    N_DBS
-};
+enum { DB_SYM, DB_SYMID, DB_SERIES, DB_SID, DB_LN, DB_LV, DB_POST, DB_NODE, DB_META, N_DBS };
 
-static const char *const db_names[N_DBS] = {"sym", "symid", "series", "sid",   "ln",
-                                            "lv",  "post",  "node",   "total", "meta"};
+static const char *const db_names[N_DBS] = {"sym", "symid", "series", "sid", "ln",
+                                            "lv",  "post",  "node",   "meta"};
+
+/* A node value: the window's total (8 bytes, little-endian), then the zstd tree. */
+#define NODE_HEADER 8
 
 static const int64_t level_secs[FC_STORE_LEVELS] = {10,     100,     1000,    10000,
                                                     100000, 1000000, 10000000};
@@ -191,11 +183,14 @@ int64_t fc_store_disk_bytes(struct fc_store *s)
 
 /* ---- writing ------------------------------------------------------------------------------ */
 
+struct windows;
+
 struct writer {
     struct fc_store *s;
     MDB_txn *txn;
     const char *tenant;
     struct fc_error *err;
+    struct windows *windows;
 };
 
 static int next_id(struct writer *w, const char *what, uint32_t *id)
@@ -338,27 +333,94 @@ static int merge_window(struct writer *w, uint32_t series, int level, int64_t wi
     fc_tree_init(&t);
     fc_buf_init(&enc, 0);
     if (mdb_get(w->txn, w->s->db[DB_NODE], &kv, &v) == 0 &&
-        fc_tree_decode_merge(&t, v.mv_data, v.mv_size, w->err) != FC_OK) {
+        (v.mv_size < NODE_HEADER ||
+         fc_tree_decode_merge(&t, (const uint8_t *)v.mv_data + NODE_HEADER, v.mv_size - NODE_HEADER,
+                              w->err) != FC_OK)) {
         /* A tree we cannot read is replaced rather than poisoning every later write. */
         fc_tree_release(&t);
         fc_tree_init(&t);
     }
     fc_tree_merge(&t, add);
+    total = fc_tree_total(&t);
+    fc_buf_append(&enc, &total, NODE_HEADER);
     rc = fc_tree_encode(&t, &enc);
     if (rc == FC_OK) {
         v = val(enc.data, enc.len);
         rc = mdb_put(w->txn, w->s->db[DB_NODE], &kv, &v, 0);
         rc = rc ? lmdb_error(w->err, rc, "node") : FC_OK;
     }
-    if (rc == FC_OK) {
-        total = fc_tree_total(&t);
-        v = val(&total, 8);
-        rc = mdb_put(w->txn, w->s->db[DB_TOTAL], &kv, &v, 0);
-        rc = rc ? lmdb_error(w->err, rc, "total") : FC_OK;
-    }
     fc_tree_release(&t);
     fc_buf_release(&enc);
     return rc;
+}
+
+/*
+ * Windows touched by one write transaction, merged in memory first so that
+ * each is read, decoded, encoded and written once per commit.
+ */
+struct window {
+    uint32_t series;
+    int level;
+    int64_t start;
+    struct fc_tree tree;
+};
+
+struct windows {
+    struct fc_idmap index; /* hash of (tenant, series, level, start) -> slot */
+    struct window *v;
+    uint32_t n, cap;
+    const char *tenant; /* the tenant they belong to (flushed when it changes) */
+};
+
+static uint64_t window_hash(uint32_t series, int level, int64_t start)
+{
+    uint64_t k[2] = {((uint64_t)series << 8) | (uint64_t)level, (uint64_t)start};
+    return XXH3_64bits(k, sizeof(k));
+}
+
+static int flush_windows(struct writer *w, struct windows *ws)
+{
+    int rc = FC_OK;
+
+    for (uint32_t i = 0; i < ws->n; i++) {
+        if (rc == FC_OK) {
+            rc = merge_window(w, ws->v[i].series, ws->v[i].level, ws->v[i].start, &ws->v[i].tree);
+        }
+        fc_tree_release(&ws->v[i].tree);
+    }
+    ws->n = 0;
+    fc_idmap_release(&ws->index);
+    fc_idmap_init(&ws->index, 64);
+    return rc;
+}
+
+static int add_window(struct writer *w, struct windows *ws, uint32_t series, int level,
+                      int64_t start, const struct fc_tree *tree)
+{
+    uint64_t h = window_hash(series, level, start);
+    uint32_t slot;
+
+    if (fc_idmap_get(&ws->index, h, &slot)) {
+        struct window *x = &ws->v[slot];
+        if (x->series == series && x->level == level && x->start == start) {
+            fc_tree_merge(&x->tree, tree);
+            return FC_OK;
+        }
+        /* A 64-bit hash collision: write this one straight through. */
+        return merge_window(w, series, level, start, tree);
+    }
+    if (ws->n == ws->cap) {
+        ws->cap = ws->cap ? ws->cap * 2 : 64;
+        ws->v = fc_xrealloc(ws->v, ws->cap * sizeof(*ws->v));
+    }
+    ws->v[ws->n].series = series;
+    ws->v[ws->n].level = level;
+    ws->v[ws->n].start = start;
+    fc_tree_init(&ws->v[ws->n].tree);
+    fc_tree_merge(&ws->v[ws->n].tree, tree);
+    fc_idmap_put(&ws->index, h, ws->n);
+    ws->n++;
+    return FC_OK;
 }
 
 /* Samples of one profile with the same sample labels (span_id/trace_id aside). */
@@ -536,7 +598,7 @@ static int write_profile(struct writer *w, struct frames *f, const struct fc_bat
                 for (int level = 0; rc == FC_OK && level < FC_STORE_LEVELS; level++) {
                     int64_t d = level_secs[level];
                     int64_t window = (time_s >= 0 ? time_s / d : (time_s - d + 1) / d) * d;
-                    rc = merge_window(w, series, level, window, &tree);
+                    rc = add_window(w, w->windows, series, level, window, &tree);
                 }
             }
             fc_tree_release(&tree);
@@ -554,30 +616,46 @@ static int write_profile(struct writer *w, struct frames *f, const struct fc_bat
 int fc_store_write(struct fc_store *s, struct fc_batch *const *batches, size_t n,
                    struct fc_error *err)
 {
-    struct writer w = {s, NULL, NULL, err};
+    struct windows ws = {0};
+    struct writer w = {s, NULL, NULL, err, &ws};
     int rc = mdb_txn_begin(s->env, NULL, 0, &w.txn);
 
     if (rc != 0) {
         return lmdb_error(err, rc, "begin");
     }
-    for (size_t i = 0; i < n; i++) {
+    fc_idmap_init(&ws.index, 64);
+    for (size_t i = 0; rc == FC_OK && i < n; i++) {
         const struct fc_batch *b = batches[i];
         struct frames f;
+        /* Windows are keyed without the tenant: write them out when it changes. */
+        if (ws.tenant != NULL && strcmp(ws.tenant, b->tenant) != 0) {
+            rc = flush_windows(&w, &ws);
+        }
+        ws.tenant = b->tenant;
+        w.tenant = b->tenant;
         f.fn_sym = fc_xcalloc(b->dict.n_functions + 1, sizeof(uint32_t));
         f.loc_sym = fc_xcalloc(b->dict.n_locations + 1, sizeof(uint32_t));
         f.path = NULL;
         f.cap = 0;
-        w.tenant = b->tenant;
         for (uint32_t p = 0; rc == FC_OK && p < b->n_profiles; p++) {
             rc = write_profile(&w, &f, b, &b->profiles[p]);
         }
         free(f.fn_sym);
         free(f.loc_sym);
         free(f.path);
-        if (rc != FC_OK) {
-            mdb_txn_abort(w.txn);
-            return rc;
+    }
+    if (rc == FC_OK) {
+        rc = flush_windows(&w, &ws);
+    } else {
+        for (uint32_t i = 0; i < ws.n; i++) {
+            fc_tree_release(&ws.v[i].tree);
         }
+    }
+    fc_idmap_release(&ws.index);
+    free(ws.v);
+    if (rc != FC_OK) {
+        mdb_txn_abort(w.txn);
+        return rc;
     }
     rc = mdb_txn_commit(w.txn);
     return rc ? lmdb_error(err, rc, "commit") : FC_OK;
@@ -752,7 +830,9 @@ static void take(struct merge *m, int level, int64_t window)
     node_key(&k, m->r->tenant, m->series, level, window);
     kv = val(k.b, k.n);
     if (mdb_get(m->r->txn, m->r->s->db[DB_NODE], &kv, &v) == 0) {
-        if (fc_tree_decode_merge(m->tree, v.mv_data, v.mv_size, m->r->err) != FC_OK) {
+        if (v.mv_size < NODE_HEADER ||
+            fc_tree_decode_merge(m->tree, (const uint8_t *)v.mv_data + NODE_HEADER,
+                                 v.mv_size - NODE_HEADER, m->r->err) != FC_OK) {
             m->rc = FC_EIO;
         }
         m->merged++;
@@ -807,7 +887,7 @@ int fc_store_select_merge(struct fc_store *s, const struct fc_store_query *q,
     stats->series = (uint32_t)ids.n;
     for (size_t i = 0; rc == FC_OK && i < ids.n; i++) {
         struct merge m = {&r, ids.v[i], &out->tree, 0, FC_OK};
-        cover(&m, FC_STORE_LEVELS - 1, from_s, until_s);
+        cover(&m, q->level0_only ? 0 : FC_STORE_LEVELS - 1, from_s, until_s);
         stats->nodes_merged += m.merged;
         rc = m.rc;
     }
@@ -874,7 +954,7 @@ int fc_store_timeline(struct fc_store *s, const struct fc_store_query *q, int64_
         node_key(&k, q->tenant, ids.v[i], level, start);
         prefix = k;
         prefix.n -= 8;
-        if (mdb_cursor_open(r.txn, s->db[DB_TOTAL], &c) != 0) {
+        if (mdb_cursor_open(r.txn, s->db[DB_NODE], &c) != 0) {
             break;
         }
         kv = val(k.b, k.n);
@@ -888,10 +968,10 @@ int fc_store_timeline(struct fc_store *s, const struct fc_store_query *q, int64_
             if (w >= until_s) {
                 break;
             }
-            if (w < from_s || v.mv_size != 8 || step_s <= 0) {
+            if (w < from_s || v.mv_size < NODE_HEADER || step_s <= 0) {
                 continue;
             }
-            memcpy(&total, v.mv_data, 8);
+            memcpy(&total, v.mv_data, NODE_HEADER); /* the header: no tree decoding */
             if ((size_t)((w - from_s) / step_s) < n) {
                 buckets[(w - from_s) / step_s] += total;
             }

@@ -4,7 +4,9 @@
  * merged stack tree per 10 s window, level k one per 10^k * 10 s window;
  * a profile is merged into its window at every level, so a query for
  * [from, until) takes the fewest whole windows that cover it (at most 9 per
- * edge per level). Per-window totals sit beside the trees. LMDB is the
+ * edge per level). Each window's total is an uncompressed prefix of its
+ * value, so timelines read no trees. One write transaction merges the
+ * windows it touches in memory first and writes each once. LMDB is the
  * engine: one writer, readers that never block it.
  *
  * Keys (big-endian numbers; h64 = xxh3 of a name or value, since LMDB keys
@@ -16,8 +18,8 @@
  *   ln     tenant 0 h64(name)                  -> name
  *   lv     tenant 0 h64(name) h64(value)       -> value
  *   post   tenant 0 h64(name) h64(value) be32(id) -> ""
- *   node   tenant 0 be32(series) u8(level) be64(window start, s) -> zstd tree
- *   total  (same key as node)                  -> i64 total
+ *   node   tenant 0 be32(series) u8(level) be64(window start, s)
+ *                                              -> le64 total, zstd tree
  *   meta   tenant 0 "sym" | "series"           -> next id
  * Canonical labels: name 0x01 value 0x02 ..., sorted by name.
  */
@@ -61,6 +63,7 @@ struct fc_store_query {
     const struct fc_selector *selector; /* its profile_type is required */
     int64_t from_ns;
     int64_t until_ns;
+    bool level0_only; /* benchmarks: merge every 10 s window, as if there were no tree */
 };
 
 struct fc_store_stats {

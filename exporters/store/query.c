@@ -242,6 +242,7 @@ static void on_render(void *ctx, const struct fc_http_request *req, struct fc_ht
     sq.selector = &q.sel;
     sq.from_ns = q.from_ns;
     sq.until_ns = q.until_ns;
+    sq.level0_only = false;
     if (fc_store_select_merge(x->store, &sq, &res, &stats, &err) != FC_OK) {
         json_error(resp, err.code == FC_EPROTO ? 400 : 500, err.msg);
         fc_selector_release(&q.sel);
