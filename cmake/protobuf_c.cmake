@@ -11,6 +11,9 @@ set(FC_PROTO_FILES
   opentelemetry/proto/profiles/v1development/profiles.proto
   opentelemetry/proto/collector/profiles/v1development/profiles_service.proto
   google/rpc/status.proto
+  google/v1/profile.proto
+  types/v1/types.proto
+  querier/v1/querier.proto
 )
 set(FC_PROTO_SOURCES "")
 foreach(p ${FC_PROTO_FILES})

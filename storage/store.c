@@ -758,18 +758,58 @@ static const char *label_in(const char *canon, size_t len, const char *name, cha
     return "";
 }
 
-/* Series of the tenant matching the selector: narrowed by the index, checked in full. */
-static int match_series(struct reader *r, const struct fc_selector *sel, struct idset *out)
+/* Every series id of the tenant (a selector with nothing to narrow by). */
+static void all_series(struct reader *r, struct idset *out)
+{
+    struct key k;
+    MDB_cursor *c;
+    MDB_val kv, v;
+
+    key_tenant(&k, r->tenant);
+    if (mdb_cursor_open(r->txn, r->s->db[DB_SID], &c) != 0) {
+        return;
+    }
+    kv = val(k.b, k.n);
+    for (int g = mdb_cursor_get(c, &kv, &v, MDB_SET_RANGE); g == 0;
+         g = mdb_cursor_get(c, &kv, &v, MDB_NEXT)) {
+        if (kv.mv_size != k.n + 4 || memcmp(kv.mv_data, k.b, k.n) != 0) {
+            break;
+        }
+        ids_push(out, be32((const uint8_t *)kv.mv_data + k.n));
+    }
+    mdb_cursor_close(c);
+}
+
+/*
+ * Series of the tenant matching the selector: narrowed by the index (the
+ * profile type, then every non-empty equality), then checked in full.
+ */
+static int match_series(struct reader *r, const struct fc_selector *sel, bool need_type,
+                        struct idset *out)
 {
     struct idset cand = {0};
     char buf[4096];
+    bool narrowed = false;
 
-    if (sel->profile_type == NULL) {
+    if (sel->profile_type == NULL && need_type) {
         return fc_errorf(r->err, FC_EPROTO,
                          "the query must select a profile type, e.g. "
                          "process_cpu:cpu:nanoseconds:cpu:nanoseconds{...}");
     }
-    postings(r, "__profile_type__", sel->profile_type, &cand);
+    if (sel->profile_type != NULL) {
+        postings(r, "__profile_type__", sel->profile_type, &cand);
+        narrowed = true;
+    }
+    for (size_t i = 0; i < sel->n; i++) {
+        const struct fc_matcher *m = &sel->matchers[i];
+        if (m->op == FC_MATCH_EQ && m->value[0] != '\0' && !narrowed) {
+            postings(r, m->name, m->value, &cand);
+            narrowed = true;
+        }
+    }
+    if (!narrowed) {
+        all_series(r, &cand);
+    }
     for (size_t i = 0; i < sel->n && cand.n > 0; i++) {
         const struct fc_matcher *m = &sel->matchers[i];
         if (m->op == FC_MATCH_EQ && m->value[0] != '\0') {
@@ -882,7 +922,7 @@ int fc_store_select_merge(struct fc_store *s, const struct fc_store_query *q,
     if ((rc = begin_read(s, &r, q->tenant, err)) != FC_OK) {
         return rc;
     }
-    rc = match_series(&r, q->selector, &ids);
+    rc = match_series(&r, q->selector, true, &ids);
     normalize(q, &from_s, &until_s);
     stats->series = (uint32_t)ids.n;
     for (size_t i = 0; rc == FC_OK && i < ids.n; i++) {
@@ -924,63 +964,201 @@ void fc_store_result_release(struct fc_store_result *r)
     fc_tree_release(&r->tree);
 }
 
+/* Adds one series' window totals per step into buckets (window totals only, no trees). */
+static int timeline_of(struct reader *r, const struct fc_store_query *q, uint32_t series,
+                       int64_t step_ns, int64_t *buckets, size_t n)
+{
+    int64_t step_s = step_ns / 1000000000LL;
+    int64_t from_s = q->from_ns / 1000000000LL;
+    int64_t until_s = (q->until_ns + 999999999LL) / 1000000000LL;
+    int level = 0;
+    struct key k, prefix;
+    MDB_cursor *c;
+    MDB_val kv, v;
+
+    if (step_s <= 0) {
+        return FC_OK;
+    }
+    /* The coarsest windows that still fit in one step: fewer totals to read. */
+    while (level + 1 < FC_STORE_LEVELS && level_secs[level + 1] <= step_s &&
+           step_s % level_secs[level + 1] == 0 && from_s % level_secs[level + 1] == 0) {
+        level++;
+    }
+    node_key(&k, q->tenant, series, level, (from_s / level_secs[level]) * level_secs[level]);
+    prefix = k;
+    prefix.n -= 8;
+    if (mdb_cursor_open(r->txn, r->s->db[DB_NODE], &c) != 0) {
+        return FC_EIO;
+    }
+    kv = val(k.b, k.n);
+    for (int g = mdb_cursor_get(c, &kv, &v, MDB_SET_RANGE); g == 0;
+         g = mdb_cursor_get(c, &kv, &v, MDB_NEXT)) {
+        int64_t w, total;
+        if (kv.mv_size != prefix.n + 8 || memcmp(kv.mv_data, prefix.b, prefix.n) != 0) {
+            break;
+        }
+        w = (int64_t)be64((const uint8_t *)kv.mv_data + prefix.n);
+        if (w >= until_s) {
+            break;
+        }
+        if (w < from_s || v.mv_size < NODE_HEADER) {
+            continue;
+        }
+        memcpy(&total, v.mv_data, NODE_HEADER); /* the header: no tree decoding */
+        if ((size_t)((w - from_s) / step_s) < n) {
+            buckets[(w - from_s) / step_s] += total;
+        }
+    }
+    mdb_cursor_close(c);
+    return FC_OK;
+}
+
 int fc_store_timeline(struct fc_store *s, const struct fc_store_query *q, int64_t step_ns,
                       int64_t *buckets, size_t n, struct fc_error *err)
 {
     struct reader r;
     struct idset ids = {0};
-    int64_t from_s, until_s;
-    int64_t step_s = step_ns / 1000000000LL;
-    int level = 0;
     int rc;
 
     memset(buckets, 0, n * sizeof(int64_t));
     if ((rc = begin_read(s, &r, q->tenant, err)) != FC_OK) {
         return rc;
     }
-    rc = match_series(&r, q->selector, &ids);
-    normalize(q, &from_s, &until_s);
-    from_s = q->from_ns / 1000000000LL;
-    /* The coarsest windows that still fit in one step: fewer totals to read. */
-    while (level + 1 < FC_STORE_LEVELS && level_secs[level + 1] <= step_s &&
-           step_s % level_secs[level + 1] == 0) {
-        level++;
-    }
+    rc = match_series(&r, q->selector, true, &ids);
     for (size_t i = 0; rc == FC_OK && i < ids.n; i++) {
-        struct key k, prefix;
-        MDB_cursor *c;
-        MDB_val kv, v;
-        int64_t start = (from_s / level_secs[level]) * level_secs[level];
-        node_key(&k, q->tenant, ids.v[i], level, start);
-        prefix = k;
-        prefix.n -= 8;
-        if (mdb_cursor_open(r.txn, s->db[DB_NODE], &c) != 0) {
-            break;
-        }
-        kv = val(k.b, k.n);
-        for (int g = mdb_cursor_get(c, &kv, &v, MDB_SET_RANGE); g == 0;
-             g = mdb_cursor_get(c, &kv, &v, MDB_NEXT)) {
-            int64_t w, total;
-            if (kv.mv_size != prefix.n + 8 || memcmp(kv.mv_data, prefix.b, prefix.n) != 0) {
-                break;
-            }
-            w = (int64_t)be64((const uint8_t *)kv.mv_data + prefix.n);
-            if (w >= until_s) {
-                break;
-            }
-            if (w < from_s || v.mv_size < NODE_HEADER || step_s <= 0) {
-                continue;
-            }
-            memcpy(&total, v.mv_data, NODE_HEADER); /* the header: no tree decoding */
-            if ((size_t)((w - from_s) / step_s) < n) {
-                buckets[(w - from_s) / step_s] += total;
-            }
-        }
-        mdb_cursor_close(c);
+        rc = timeline_of(&r, q, ids.v[i], step_ns, buckets, n);
     }
     mdb_txn_abort(r.txn);
     free(ids.v);
     return rc;
+}
+
+static int by_string(const void *a, const void *b);
+
+static bool seen(const struct idset *s, uint32_t id)
+{
+    for (size_t i = 0; i < s->n; i++) {
+        if (s->v[i] == id) {
+            return true;
+        }
+    }
+    return false;
+}
+
+int fc_store_series_labels(struct fc_store *s, const char *tenant,
+                           const struct fc_selector *selectors, size_t n_selectors, char ***out,
+                           size_t *n, struct fc_error *err)
+{
+    struct reader r;
+    struct idset all = {0};
+    size_t cap = 0;
+    int rc;
+
+    *out = NULL;
+    *n = 0;
+    if ((rc = begin_read(s, &r, tenant, err)) != FC_OK) {
+        return rc;
+    }
+    for (size_t i = 0; rc == FC_OK && i < (n_selectors ? n_selectors : 1); i++) {
+        struct idset ids = {0};
+        struct fc_selector none = {0};
+        rc = match_series(&r, n_selectors ? &selectors[i] : &none, false, &ids);
+        for (size_t j = 0; j < ids.n; j++) {
+            if (!seen(&all, ids.v[j])) {
+                ids_push(&all, ids.v[j]);
+            }
+        }
+        free(ids.v);
+    }
+    for (size_t i = 0; rc == FC_OK && i < all.n; i++) {
+        struct key k;
+        MDB_val kv, v;
+        key_tenant(&k, tenant);
+        key_be32(&k, all.v[i]);
+        kv = val(k.b, k.n);
+        if (mdb_get(r.txn, s->db[DB_SID], &kv, &v) != 0) {
+            continue;
+        }
+        if (*n == cap) {
+            cap = cap ? cap * 2 : 32;
+            *out = fc_xrealloc(*out, cap * sizeof(char *));
+        }
+        (*out)[(*n)++] = fc_xstrndup(v.mv_data, v.mv_size);
+    }
+    mdb_txn_abort(r.txn);
+    free(all.v);
+    return rc;
+}
+
+int fc_store_select_series(struct fc_store *s, const struct fc_store_query *q, int64_t step_ns,
+                           size_t n_buckets, const char *const *group_by, size_t n_group_by,
+                           struct fc_store_timeseries **out, size_t *n, struct fc_error *err)
+{
+    struct reader r;
+    struct idset ids = {0};
+    char buf[4096];
+    size_t cap = 0;
+    int rc;
+
+    *out = NULL;
+    *n = 0;
+    if ((rc = begin_read(s, &r, q->tenant, err)) != FC_OK) {
+        return rc;
+    }
+    rc = match_series(&r, q->selector, true, &ids);
+    for (size_t i = 0; rc == FC_OK && i < ids.n; i++) {
+        struct key k;
+        MDB_val kv, v;
+        struct fc_buf group;
+        size_t g;
+        key_tenant(&k, q->tenant);
+        key_be32(&k, ids.v[i]);
+        kv = val(k.b, k.n);
+        if (mdb_get(r.txn, s->db[DB_SID], &kv, &v) != 0) {
+            continue;
+        }
+        /* The group: the series' values of the group_by labels. */
+        fc_buf_init(&group, 0);
+        fc_buf_append(&group, "", 0);
+        for (size_t j = 0; j < n_group_by; j++) {
+            const char *value = label_in(v.mv_data, v.mv_size, group_by[j], buf, sizeof(buf));
+            if (value[0] == '\0') {
+                continue;
+            }
+            fc_buf_puts(&group, group_by[j]);
+            fc_buf_append(&group, "\x01", 1);
+            fc_buf_puts(&group, value);
+            fc_buf_append(&group, "\x02", 1);
+        }
+        for (g = 0; g < *n; g++) {
+            if (strcmp((*out)[g].labels, (const char *)group.data) == 0) {
+                break;
+            }
+        }
+        if (g == *n) {
+            if (*n == cap) {
+                cap = cap ? cap * 2 : 8;
+                *out = fc_xrealloc(*out, cap * sizeof(**out));
+            }
+            (*out)[g].labels = (char *)fc_buf_detach(&group, NULL);
+            (*out)[g].buckets = fc_xcalloc(n_buckets + 1, sizeof(int64_t));
+            (*n)++;
+        }
+        fc_buf_release(&group);
+        rc = timeline_of(&r, q, ids.v[i], step_ns, (*out)[g].buckets, n_buckets);
+    }
+    mdb_txn_abort(r.txn);
+    free(ids.v);
+    return rc;
+}
+
+void fc_store_timeseries_free(struct fc_store_timeseries *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        free(v[i].labels);
+        free(v[i].buckets);
+    }
+    free(v);
 }
 
 static int by_string(const void *a, const void *b)

@@ -86,6 +86,26 @@ void fc_store_result_release(struct fc_store_result *r);
 int fc_store_timeline(struct fc_store *s, const struct fc_store_query *q, int64_t step_ns,
                       int64_t *buckets, size_t n, struct fc_error *err);
 
+/*
+ * The label sets (canonical form: name 0x01 value 0x02 ...) of the series
+ * matching any of the selectors (a selector may lack a profile type here).
+ */
+int fc_store_series_labels(struct fc_store *s, const char *tenant,
+                           const struct fc_selector *selectors, size_t n_selectors, char ***out,
+                           size_t *n, struct fc_error *err);
+
+/* One time series of SelectSeries: the group's label values and a total per step. */
+struct fc_store_timeseries {
+    char *labels;     /* canonical form of the group_by labels */
+    int64_t *buckets; /* n_buckets totals */
+};
+
+/* Totals per step for the matching series, summed per group_by label values. */
+int fc_store_select_series(struct fc_store *s, const struct fc_store_query *q, int64_t step_ns,
+                           size_t n_buckets, const char *const *group_by, size_t n_group_by,
+                           struct fc_store_timeseries **out, size_t *n, struct fc_error *err);
+void fc_store_timeseries_free(struct fc_store_timeseries *v, size_t n);
+
 /* Label names, or values of one name, of a tenant (sorted, unique). Strings are owned. */
 int fc_store_label_names(struct fc_store *s, const char *tenant, char ***out, size_t *n,
                          struct fc_error *err);
