@@ -125,12 +125,12 @@ static void walk(struct ctx *c, uint32_t node, size_t depth, int64_t x)
     free(kids);
 }
 
-int fc_flamebearer_write(const struct fc_tree *t, char *const *names, uint32_t max_nodes,
-                         const struct fc_flamebearer_meta *meta, struct fc_buf *out)
+void fc_flamegraph_build(const struct fc_tree *t, char *const *names, uint32_t max_nodes,
+                         struct fc_flamegraph *out)
 {
     struct ctx c = {0};
-    int64_t max_self = 0;
 
+    memset(out, 0, sizeof(*out));
     c.t = t;
     c.names = names;
     c.name_index = fc_xcalloc(t->n + 1, sizeof(uint32_t));
@@ -147,30 +147,67 @@ int fc_flamebearer_write(const struct fc_tree *t, char *const *names, uint32_t m
         free(totals);
     }
     walk(&c, 0, 0, 0);
+    out->names = c.out_names;
+    out->n_names = c.n_names;
+    out->n_levels = c.n_levels;
+    out->levels = fc_xcalloc(c.n_levels + 1, sizeof(int64_t *));
+    out->level_len = fc_xcalloc(c.n_levels + 1, sizeof(size_t));
+    out->total = fc_tree_total(t);
+    for (size_t d = 0; d < c.n_levels; d++) {
+        int64_t prev_end = 0;
+        out->levels[d] = fc_xmalloc((c.levels[d].n * 4 + 1) * sizeof(int64_t));
+        for (size_t i = 0; i < c.levels[d].n; i++) {
+            const struct item *it = &c.levels[d].v[i];
+            int64_t *v = &out->levels[d][i * 4];
+            v[0] = it->x - prev_end; /* delta against the previous node's end */
+            v[1] = it->total;
+            v[2] = it->self;
+            v[3] = it->name;
+            prev_end = it->x + it->total;
+            if (it->self > out->max_self) {
+                out->max_self = it->self;
+            }
+        }
+        out->level_len[d] = c.levels[d].n * 4;
+        free(c.levels[d].v);
+    }
+    free(c.levels);
+    free(c.name_index);
+}
+
+void fc_flamegraph_release(struct fc_flamegraph *fg)
+{
+    for (size_t d = 0; d < fg->n_levels; d++) {
+        free(fg->levels[d]);
+    }
+    free(fg->levels);
+    free(fg->level_len);
+    free((void *)fg->names);
+    memset(fg, 0, sizeof(*fg));
+}
+
+int fc_flamebearer_write(const struct fc_tree *t, char *const *names, uint32_t max_nodes,
+                         const struct fc_flamebearer_meta *meta, struct fc_buf *out)
+{
+    struct fc_flamegraph fg;
+
+    fc_flamegraph_build(t, names, max_nodes, &fg);
     fc_buf_puts(out, "{\"version\":1,\"flamebearer\":{\"names\":[");
-    for (size_t i = 0; i < c.n_names; i++) {
+    for (size_t i = 0; i < fg.n_names; i++) {
         fc_buf_puts(out, i ? ",\"" : "\"");
-        fc_buf_json_escape(out, c.out_names[i], strlen(c.out_names[i]));
+        fc_buf_json_escape(out, fg.names[i], strlen(fg.names[i]));
         fc_buf_puts(out, "\"");
     }
     fc_buf_puts(out, "],\"levels\":[");
-    for (size_t d = 0; d < c.n_levels; d++) {
-        int64_t prev_end = 0;
+    for (size_t d = 0; d < fg.n_levels; d++) {
         fc_buf_puts(out, d ? ",[" : "[");
-        for (size_t i = 0; i < c.levels[d].n; i++) {
-            const struct item *it = &c.levels[d].v[i];
-            fc_buf_printf(out, "%s%" PRId64 ",%" PRId64 ",%" PRId64 ",%u", i ? "," : "",
-                          it->x - prev_end, it->total, it->self, it->name);
-            prev_end = it->x + it->total;
-            if (it->self > max_self) {
-                max_self = it->self;
-            }
+        for (size_t i = 0; i < fg.level_len[d]; i++) {
+            fc_buf_printf(out, "%s%" PRId64, i ? "," : "", fg.levels[d][i]);
         }
         fc_buf_puts(out, "]");
-        free(c.levels[d].v);
     }
-    fc_buf_printf(out, "],\"numTicks\":%" PRId64 ",\"maxSelf\":%" PRId64 "},", fc_tree_total(t),
-                  max_self);
+    fc_buf_printf(out, "],\"numTicks\":%" PRId64 ",\"maxSelf\":%" PRId64 "},", fg.total,
+                  fg.max_self);
     fc_buf_puts(out, "\"metadata\":{\"format\":\"single\",\"spyName\":\"\",\"sampleRate\":");
     fc_buf_printf(out, "%" PRId64 ",\"units\":\"", meta->sample_rate);
     fc_buf_json_escape(out, meta->units, strlen(meta->units));
@@ -188,8 +225,6 @@ int fc_flamebearer_write(const struct fc_tree *t, char *const *names, uint32_t m
                       meta->timeline_step_s);
     }
     fc_buf_puts(out, ",\"groups\":null,\"heatmap\":null}");
-    free(c.levels);
-    free(c.name_index);
-    free(c.out_names);
+    fc_flamegraph_release(&fg);
     return out->limit != 0 && out->len >= out->limit ? FC_ETOOBIG : FC_OK;
 }

@@ -24,6 +24,21 @@ struct fc_flamebearer_meta {
     size_t timeline_n;
 };
 
+/* The flame graph itself: names and levels of delta-encoded 4-tuples. */
+struct fc_flamegraph {
+    const char **names; /* borrowed from the names given to build */
+    size_t n_names;
+    int64_t **levels; /* levels[d] holds level_len[d] values (4 per node) */
+    size_t *level_len;
+    size_t n_levels;
+    int64_t total;
+    int64_t max_self;
+};
+
+void fc_flamegraph_build(const struct fc_tree *t, char *const *names, uint32_t max_nodes,
+                         struct fc_flamegraph *out);
+void fc_flamegraph_release(struct fc_flamegraph *fg);
+
 /* Appends the whole FlamebearerProfile JSON. names[i] names tree node i. */
 int fc_flamebearer_write(const struct fc_tree *t, char *const *names, uint32_t max_nodes,
                          const struct fc_flamebearer_meta *meta, struct fc_buf *out);

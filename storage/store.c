@@ -24,6 +24,10 @@ static const char *const db_names[N_DBS] = {"sym", "symid", "series", "sid", "ln
 /* A node value: the window's total (8 bytes, little-endian), then the zstd tree. */
 #define NODE_HEADER 8
 
+/* The on-disk format; a store written by another format is refused, never misread. */
+#define FORMAT_VERSION 2
+static const char format_key[] = "\0format";
+
 static const int64_t level_secs[FC_STORE_LEVELS] = {10,     100,     1000,    10000,
                                                     100000, 1000000, 10000000};
 
@@ -147,6 +151,39 @@ int fc_store_open(const struct fc_store_options *o, struct fc_store **out, struc
         if ((rc = mdb_dbi_open(txn, db_names[i], MDB_CREATE, &s->db[i])) != 0) {
             mdb_txn_abort(txn);
             lmdb_error(err, rc, db_names[i]);
+            fc_store_close(s);
+            return FC_EIO;
+        }
+    }
+    {
+        MDB_val kv = val(format_key, sizeof(format_key) - 1), v;
+        MDB_stat st;
+        uint32_t version = FORMAT_VERSION;
+        rc = mdb_get(txn, s->db[DB_META], &kv, &v);
+        if (rc == MDB_NOTFOUND) {
+            mdb_stat(txn, s->db[DB_NODE], &st);
+            if (st.ms_entries > 0) {
+                mdb_txn_abort(txn);
+                fc_store_close(s);
+                return fc_errorf(err, FC_EIO,
+                                 "store: %s was written by an older flamecol (format 1); this "
+                                 "build reads format %d: move it away or use another path",
+                                 o->path, FORMAT_VERSION);
+            }
+            v = val(&version, 4);
+            rc = mdb_put(txn, s->db[DB_META], &kv, &v, 0);
+        } else if (rc == 0 && (v.mv_size != 4 || memcmp(v.mv_data, &version, 4) != 0)) {
+            uint32_t found = 0;
+            memcpy(&found, v.mv_data, v.mv_size == 4 ? 4 : 0);
+            mdb_txn_abort(txn);
+            fc_store_close(s);
+            return fc_errorf(err, FC_EIO,
+                             "store: %s has on-disk format %u; this build reads format %d", o->path,
+                             found, FORMAT_VERSION);
+        }
+        if (rc != 0) {
+            mdb_txn_abort(txn);
+            lmdb_error(err, rc, "format");
             fc_store_close(s);
             return FC_EIO;
         }

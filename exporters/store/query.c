@@ -115,9 +115,8 @@ static int64_t timeline_step_s(int64_t from_ns, int64_t until_ns)
     return ((want + 86399) / 86400) * 86400;
 }
 
-/* The merged tree as pprof: each node with self is one sample of its path. */
-static int tree_to_pprof(const struct fc_store_result *r, const char *type_id, struct fc_buf *out,
-                         struct fc_error *err)
+int store_tree_to_pprof(const struct fc_store_result *r, const char *type_id, struct fc_buf *out,
+                        struct fc_error *err)
 {
     struct fc_batch *b = fc_batch_new(0);
     struct fc_profile *p = fc_batch_add_profile(b);
@@ -126,7 +125,6 @@ static int tree_to_pprof(const struct fc_store_result *r, const char *type_id, s
     uint32_t *parent = fc_xcalloc(r->tree.n + 1, sizeof(uint32_t));
     uint32_t *loc = fc_xcalloc(r->tree.n + 1, sizeof(uint32_t));
     uint32_t *stack = fc_xcalloc(r->tree.n + 1, sizeof(uint32_t));
-    struct fc_buf raw;
     int rc = FC_OK;
 
     type_part(type_id, 1, part, sizeof(part));
@@ -165,14 +163,9 @@ static int tree_to_pprof(const struct fc_store_result *r, const char *type_id, s
         rc = fc_dict_stack(b, stack, depth, &s.stack);
         rc = rc ? rc : fc_profile_add_sample(b, p, &s, &v, 1, NULL, 0);
     }
-    fc_buf_init(&raw, 0);
     if (rc == FC_OK) {
-        rc = fc_pprof_encode(b, p, &raw, err);
+        rc = fc_pprof_encode(b, p, out, err);
     }
-    if (rc == FC_OK) {
-        rc = fc_gzip(raw.data, raw.len, 6, out, err);
-    }
-    fc_buf_release(&raw);
     free(parent);
     free(loc);
     free(stack);
@@ -261,9 +254,13 @@ static void on_render(void *ctx, const struct fc_http_request *req, struct fc_ht
     } else if (format != NULL && strcmp(format, "pprof") == 0) {
         resp->content_type = "application/octet-stream";
         fc_http_response_header(resp, "Content-Disposition", "attachment; filename=profile.pb.gz");
-        if (tree_to_pprof(&res, q.sel.profile_type, &resp->body, &err) != FC_OK) {
+        struct fc_buf raw;
+        fc_buf_init(&raw, 0);
+        if (store_tree_to_pprof(&res, q.sel.profile_type, &raw, &err) != FC_OK ||
+            fc_gzip(raw.data, raw.len, 6, &resp->body, &err) != FC_OK) {
             json_error(resp, 500, err.msg);
         }
+        fc_buf_release(&raw);
     } else {
         struct fc_flamebearer_meta meta = {0};
         char name[64], units[64];
@@ -364,7 +361,8 @@ int store_query_routes(struct store_exporter *x, struct fc_http_server *srv, str
 
     if (fc_http_route(srv, "GET", "/pyroscope/render", 0, on_render, x, id, err) ||
         fc_http_route(srv, "GET", "/pyroscope/label-names", 0, on_label_names, x, id, err) ||
-        fc_http_route(srv, "GET", "/pyroscope/label-values", 0, on_label_values, x, id, err)) {
+        fc_http_route(srv, "GET", "/pyroscope/label-values", 0, on_label_values, x, id, err) ||
+        store_connect_routes(x, srv, err)) {
         return err->code;
     }
     return FC_OK;

@@ -49,5 +49,10 @@ struct store_exporter {
 };
 
 int store_query_routes(struct store_exporter *x, struct fc_http_server *srv, struct fc_error *err);
+int store_connect_routes(struct store_exporter *x, struct fc_http_server *srv,
+                         struct fc_error *err);
+/* The merged tree as an uncompressed pprof (one sample per node with self). */
+int store_tree_to_pprof(const struct fc_store_result *r, const char *type_id, struct fc_buf *out,
+                        struct fc_error *err);
 
 #endif

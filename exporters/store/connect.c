@@ -1,0 +1,691 @@
+/*
+ * Pyroscope's Connect API, POST /querier.v1.QuerierService/<Method>, in
+ * application/proto and application/json (Content-Encoding gzip too), so
+ * Grafana's Pyroscope data source and other Connect clients can query the
+ * store: ProfileTypes, LabelNames, LabelValues, Series,
+ * SelectMergeStacktraces, SelectMergeProfile and SelectSeries. Times are
+ * Unix milliseconds. Errors are Connect's JSON {code, message}.
+ */
+#include "exporters/store/store.h"
+
+#include "core/mem.h"
+#include "core/metrics.h"
+#include "formats/flamebearer.h"
+#include "formats/gzip.h"
+#include "formats/pb.h"
+#include "formats/pbjson.h"
+#include "google/v1/profile.pb-c.h"
+#include "querier/v1/querier.pb-c.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#define PREFIX "/querier.v1.QuerierService/"
+
+struct call {
+    struct store_exporter *x;
+    struct fc_arena *arena; /* request and response messages */
+    const char *tenant;
+    bool json;
+    struct fc_http_response *resp;
+    struct fc_error err;
+};
+
+static void *arena_alloc(void *data, size_t size)
+{
+    return fc_arena_alloc(data, size);
+}
+
+static void arena_free(void *data, void *p)
+{
+    (void)data;
+    (void)p;
+}
+
+static void connect_error(struct fc_http_response *resp, int status, const char *code,
+                          const char *msg)
+{
+    resp->status = status;
+    resp->content_type = "application/json";
+    fc_buf_reset(&resp->body);
+    fc_buf_printf(&resp->body, "{\"code\":\"%s\",\"message\":\"", code);
+    fc_buf_json_escape(&resp->body, msg, strlen(msg));
+    fc_buf_puts(&resp->body, "\"}");
+}
+
+static void *read_request(struct call *c, const ProtobufCMessageDescriptor *d, const uint8_t *body,
+                          size_t len)
+{
+    void *m = NULL;
+
+    if (c->json) {
+        if (fc_pbjson_read(c->arena, d, len ? (const char *)body : "{}", len ? len : 2, &m,
+                           &c->err) != FC_OK) {
+            return NULL;
+        }
+        return m;
+    }
+    {
+        ProtobufCAllocator alloc = {arena_alloc, arena_free, c->arena};
+        m = protobuf_c_message_unpack(d, &alloc, len, body);
+        if (m == NULL) {
+            fc_errorf(&c->err, FC_EPROTO, "%s: malformed protobuf", d->short_name);
+        }
+        return m;
+    }
+}
+
+static void answer(struct call *c, const ProtobufCMessage *m)
+{
+    c->resp->status = 200;
+    c->resp->content_type = c->json ? "application/json" : "application/proto";
+    if (c->json) {
+        fc_pbjson_write(m, &c->resp->body);
+    } else {
+        size_t n = protobuf_c_message_get_packed_size(m);
+        if (fc_buf_reserve(&c->resp->body, n) == FC_OK) {
+            protobuf_c_message_pack(m, c->resp->body.data);
+            c->resp->body.len = n;
+        }
+    }
+}
+
+static void *anew(struct call *c, size_t n)
+{
+    void *p = fc_arena_calloc(c->arena, n ? n : 1, 1);
+    if (p == NULL) {
+        abort(); /* the call's arena has no budget */
+    }
+    return p;
+}
+
+/* Part i of a profile type id name:sample_type:sample_unit:period_type:period_unit. */
+static char *id_part(struct call *c, const char *id, int i)
+{
+    const char *p = id;
+    size_t n;
+
+    for (int k = 0; k < i && p != NULL; k++) {
+        p = strchr(p, ':');
+        p = p ? p + 1 : NULL;
+    }
+    if (p == NULL) {
+        return (char *)"";
+    }
+    n = strchr(p, ':') ? (size_t)(strchr(p, ':') - p) : strlen(p);
+    return fc_arena_strndup(c->arena, p, n);
+}
+
+/* Parses every selector string; on error c->err says which. */
+static bool parse_selectors(struct call *c, char **texts, size_t n, struct fc_selector **out)
+{
+    *out = fc_xcalloc(n + 1, sizeof(**out));
+    for (size_t i = 0; i < n; i++) {
+        if (fc_selector_parse(texts[i], &(*out)[i], &c->err) != FC_OK) {
+            for (size_t j = 0; j < i; j++) {
+                fc_selector_release(&(*out)[j]);
+            }
+            free(*out);
+            return false;
+        }
+    }
+    return true;
+}
+
+static void free_selectors(struct fc_selector *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        fc_selector_release(&s[i]);
+    }
+    free(s);
+}
+
+static void profile_types(struct call *c, const uint8_t *body, size_t len)
+{
+    Querier__V1__ProfileTypesResponse resp = QUERIER__V1__PROFILE_TYPES_RESPONSE__INIT;
+    char **ids;
+    size_t n;
+
+    if (read_request(c, &querier__v1__profile_types_request__descriptor, body, len) == NULL) {
+        return;
+    }
+    if (fc_store_label_values(c->x->store, c->tenant, "__profile_type__", &ids, &n, &c->err) !=
+        FC_OK) {
+        return;
+    }
+    resp.profile_types = anew(c, n * sizeof(Types__V1__ProfileType *));
+    for (size_t i = 0; i < n; i++) {
+        Types__V1__ProfileType *t = anew(c, sizeof(*t));
+        types__v1__profile_type__init(t);
+        t->id = fc_arena_strdup(c->arena, ids[i]);
+        t->name = id_part(c, ids[i], 0);
+        t->sample_type = id_part(c, ids[i], 1);
+        t->sample_unit = id_part(c, ids[i], 2);
+        t->period_type = id_part(c, ids[i], 3);
+        t->period_unit = id_part(c, ids[i], 4);
+        resp.profile_types[resp.n_profile_types++] = t;
+    }
+    fc_store_strings_free(ids, n);
+    answer(c, &resp.base);
+}
+
+/* Walks canonical label sets: name 0x01 value 0x02 ... */
+static size_t split_labels(const char *canon, const char **names, size_t *name_lens,
+                           const char **values, size_t *value_lens, size_t max)
+{
+    size_t n = 0;
+
+    for (const char *p = canon; *p && n < max;) {
+        const char *sep = strchr(p, '\x01');
+        const char *end = sep ? strchr(sep + 1, '\x02') : NULL;
+        if (sep == NULL || end == NULL) {
+            break;
+        }
+        names[n] = p;
+        name_lens[n] = (size_t)(sep - p);
+        values[n] = sep + 1;
+        value_lens[n] = (size_t)(end - sep - 1);
+        n++;
+        p = end + 1;
+    }
+    return n;
+}
+
+static int by_cstr(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Names (want_value == NULL) or values of one name, over the series of the matchers. */
+static void names_or_values(struct call *c, char **matchers, size_t n_matchers,
+                            const char *want_value, char ***out, size_t *n_out)
+{
+    struct fc_selector *sels;
+    char **series;
+    size_t n;
+    size_t cap = 0;
+
+    *out = NULL;
+    *n_out = 0;
+    if (!parse_selectors(c, matchers, n_matchers, &sels)) {
+        return;
+    }
+    if (fc_store_series_labels(c->x->store, c->tenant, sels, n_matchers, &series, &n, &c->err) !=
+        FC_OK) {
+        free_selectors(sels, n_matchers);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const char *names[128], *values[128];
+        size_t nl[128], vl[128];
+        size_t k = split_labels(series[i], names, nl, values, vl, 128);
+        for (size_t j = 0; j < k; j++) {
+            char *s;
+            bool dup = false;
+            if (want_value != NULL &&
+                (nl[j] != strlen(want_value) || memcmp(names[j], want_value, nl[j]) != 0)) {
+                continue;
+            }
+            s = want_value ? fc_xstrndup(values[j], vl[j]) : fc_xstrndup(names[j], nl[j]);
+            for (size_t m = 0; m < *n_out && !dup; m++) {
+                dup = strcmp((*out)[m], s) == 0;
+            }
+            if (dup) {
+                free(s);
+                continue;
+            }
+            if (*n_out == cap) {
+                cap = cap ? cap * 2 : 32;
+                *out = fc_xrealloc(*out, cap * sizeof(char *));
+            }
+            (*out)[(*n_out)++] = s;
+        }
+    }
+    if (*n_out > 1) {
+        qsort(*out, *n_out, sizeof(char *), by_cstr);
+    }
+    fc_store_strings_free(series, n);
+    free_selectors(sels, n_matchers);
+}
+
+static char **arena_strings(struct call *c, char **v, size_t n)
+{
+    char **out = anew(c, n * sizeof(char *));
+    for (size_t i = 0; i < n; i++) {
+        out[i] = fc_arena_strdup(c->arena, v[i]);
+    }
+    return out;
+}
+
+static void label_names(struct call *c, const uint8_t *body, size_t len)
+{
+    Types__V1__LabelNamesRequest *req =
+        read_request(c, &types__v1__label_names_request__descriptor, body, len);
+    Types__V1__LabelNamesResponse resp = TYPES__V1__LABEL_NAMES_RESPONSE__INIT;
+    char **v;
+    size_t n;
+
+    if (req == NULL) {
+        return;
+    }
+    if (req->n_matchers == 0) {
+        if (fc_store_label_names(c->x->store, c->tenant, &v, &n, &c->err) != FC_OK) {
+            return;
+        }
+    } else {
+        names_or_values(c, req->matchers, req->n_matchers, NULL, &v, &n);
+        if (c->err.code != FC_OK) {
+            return;
+        }
+    }
+    resp.names = arena_strings(c, v, n);
+    resp.n_names = n;
+    fc_store_strings_free(v, n);
+    answer(c, &resp.base);
+}
+
+static void label_values(struct call *c, const uint8_t *body, size_t len)
+{
+    Types__V1__LabelValuesRequest *req =
+        read_request(c, &types__v1__label_values_request__descriptor, body, len);
+    Types__V1__LabelValuesResponse resp = TYPES__V1__LABEL_VALUES_RESPONSE__INIT;
+    char **v;
+    size_t n;
+
+    if (req == NULL) {
+        return;
+    }
+    if (req->name == NULL || req->name[0] == '\0') {
+        fc_errorf(&c->err, FC_EPROTO, "name is required");
+        return;
+    }
+    if (req->n_matchers == 0) {
+        if (fc_store_label_values(c->x->store, c->tenant, req->name, &v, &n, &c->err) != FC_OK) {
+            return;
+        }
+    } else {
+        names_or_values(c, req->matchers, req->n_matchers, req->name, &v, &n);
+        if (c->err.code != FC_OK) {
+            return;
+        }
+    }
+    resp.names = arena_strings(c, v, n);
+    resp.n_names = n;
+    fc_store_strings_free(v, n);
+    answer(c, &resp.base);
+}
+
+static void series(struct call *c, const uint8_t *body, size_t len)
+{
+    Querier__V1__SeriesRequest *req =
+        read_request(c, &querier__v1__series_request__descriptor, body, len);
+    Querier__V1__SeriesResponse resp = QUERIER__V1__SERIES_RESPONSE__INIT;
+    struct fc_selector *sels;
+    char **v;
+    size_t n;
+
+    if (req == NULL || !parse_selectors(c, req->matchers, req->n_matchers, &sels)) {
+        return;
+    }
+    if (fc_store_series_labels(c->x->store, c->tenant, sels, req->n_matchers, &v, &n, &c->err) !=
+        FC_OK) {
+        free_selectors(sels, req->n_matchers);
+        return;
+    }
+    resp.labels_set = anew(c, n * sizeof(Types__V1__Labels *));
+    for (size_t i = 0; i < n; i++) {
+        const char *names[128], *values[128];
+        size_t nl[128], vl[128];
+        size_t k = split_labels(v[i], names, nl, values, vl, 128);
+        Types__V1__Labels *ls = anew(c, sizeof(*ls));
+        types__v1__labels__init(ls);
+        ls->labels = anew(c, k * sizeof(Types__V1__LabelPair *));
+        for (size_t j = 0; j < k; j++) {
+            Types__V1__LabelPair *lp;
+            bool wanted = req->n_label_names == 0;
+            for (size_t w = 0; !wanted && w < req->n_label_names; w++) {
+                wanted = strlen(req->label_names[w]) == nl[j] &&
+                         memcmp(req->label_names[w], names[j], nl[j]) == 0;
+            }
+            if (!wanted) {
+                continue;
+            }
+            lp = anew(c, sizeof(*lp));
+            types__v1__label_pair__init(lp);
+            lp->name = fc_arena_strndup(c->arena, names[j], nl[j]);
+            lp->value = fc_arena_strndup(c->arena, values[j], vl[j]);
+            ls->labels[ls->n_labels++] = lp;
+        }
+        resp.labels_set[resp.n_labels_set++] = ls;
+    }
+    fc_store_strings_free(v, n);
+    free_selectors(sels, req->n_matchers);
+    answer(c, &resp.base);
+}
+
+/* profile_typeID + label_selector -> one selector with that type. */
+static bool query_of(struct call *c, const char *type_id, const char *label_selector,
+                     int64_t start_ms, int64_t end_ms, struct fc_selector *sel,
+                     struct fc_store_query *q)
+{
+    if (type_id == NULL || type_id[0] == '\0') {
+        fc_errorf(&c->err, FC_EPROTO, "profile_typeID is required");
+        return false;
+    }
+    if (fc_selector_parse(label_selector && label_selector[0] ? label_selector : "{}", sel,
+                          &c->err) != FC_OK) {
+        return false;
+    }
+    free(sel->profile_type);
+    sel->profile_type = fc_xstrdup(type_id);
+    if (start_ms > end_ms) {
+        fc_selector_release(sel);
+        fc_errorf(&c->err, FC_EPROTO, "start is after end");
+        return false;
+    }
+    if (c->x->cfg->query.max_query_length > 0 &&
+        (end_ms - start_ms) * 1000000LL > c->x->cfg->query.max_query_length) {
+        fc_selector_release(sel);
+        fc_errorf(&c->err, FC_EPROTO, "the range is longer than query.max_query_length");
+        return false;
+    }
+    q->tenant = c->tenant;
+    q->selector = sel;
+    q->from_ns = start_ms * 1000000LL;
+    q->until_ns = end_ms * 1000000LL;
+    q->level0_only = false;
+    return true;
+}
+
+static bool merge(struct call *c, struct fc_store_query *q, struct fc_store_result *res)
+{
+    struct fc_store_stats stats;
+    char merged[32];
+
+    if (fc_store_select_merge(c->x->store, q, res, &stats, &c->err) != FC_OK) {
+        return false;
+    }
+    fc_metric_add(c->x->nodes_merged, stats.nodes_merged);
+    fc_metric_add(c->x->queries, 1);
+    snprintf(merged, sizeof(merged), "%u", stats.nodes_merged);
+    fc_http_response_header(c->resp, "X-Flamecol-Nodes-Merged", merged);
+    return true;
+}
+
+/* The `tree` format: pre-order uvarint(len(name)) name uvarint(self) uvarint(children). */
+static void tree_bytes(const struct fc_store_result *r, uint32_t node, struct fc_buf *out)
+{
+    const struct fc_tree_node *n = &r->tree.nodes[node];
+    const char *name = node ? r->names[node] : "";
+    uint64_t kids = 0;
+
+    for (uint32_t k = n->first; k != 0; k = r->tree.nodes[k].next) {
+        kids++;
+    }
+    fc_pb_put_varint(out, strlen(name));
+    fc_buf_puts(out, name);
+    fc_pb_put_varint(out, (uint64_t)n->self);
+    fc_pb_put_varint(out, kids);
+    for (uint32_t k = n->first; k != 0; k = r->tree.nodes[k].next) {
+        tree_bytes(r, k, out);
+    }
+}
+
+static void select_merge_stacktraces(struct call *c, const uint8_t *body, size_t len)
+{
+    Querier__V1__SelectMergeStacktracesRequest *req =
+        read_request(c, &querier__v1__select_merge_stacktraces_request__descriptor, body, len);
+    Querier__V1__SelectMergeStacktracesResponse resp =
+        QUERIER__V1__SELECT_MERGE_STACKTRACES_RESPONSE__INIT;
+    Querier__V1__FlameGraph fg_msg = QUERIER__V1__FLAME_GRAPH__INIT;
+    struct fc_selector sel;
+    struct fc_store_query q;
+    struct fc_store_result res;
+    struct fc_flamegraph fg;
+    struct fc_buf tree;
+    int64_t max_nodes;
+
+    if (req == NULL ||
+        !query_of(c, req->profile_typeid, req->label_selector, req->start, req->end, &sel, &q)) {
+        return;
+    }
+    max_nodes = req->max_nodes > 0 ? req->max_nodes : c->x->cfg->query.max_nodes;
+    if (max_nodes > 1048576) {
+        fc_selector_release(&sel);
+        fc_errorf(&c->err, FC_EPROTO, "max_nodes is above 1048576");
+        return;
+    }
+    if (!merge(c, &q, &res)) {
+        fc_selector_release(&sel);
+        return;
+    }
+    fc_buf_init(&tree, 0);
+    if (req->format == QUERIER__V1__PROFILE_FORMAT__PROFILE_FORMAT_TREE) {
+        if (res.tree.n > 1) {
+            tree_bytes(&res, 0, &tree);
+        }
+        resp.tree.data = tree.data;
+        resp.tree.len = tree.len;
+        answer(c, &resp.base);
+    } else {
+        fc_flamegraph_build(&res.tree, res.names, (uint32_t)max_nodes, &fg);
+        fg_msg.names = (char **)fg.names;
+        fg_msg.n_names = fg.n_names;
+        fg_msg.levels = anew(c, fg.n_levels * sizeof(Querier__V1__Level *));
+        for (size_t d = 0; d < fg.n_levels; d++) {
+            Querier__V1__Level *l = anew(c, sizeof(*l));
+            querier__v1__level__init(l);
+            l->values = fg.levels[d];
+            l->n_values = fg.level_len[d];
+            fg_msg.levels[fg_msg.n_levels++] = l;
+        }
+        fg_msg.total = fg.total;
+        fg_msg.max_self = fg.max_self;
+        resp.flamegraph = &fg_msg;
+        answer(c, &resp.base);
+        fc_flamegraph_release(&fg);
+    }
+    fc_buf_release(&tree);
+    fc_store_result_release(&res);
+    fc_selector_release(&sel);
+}
+
+static void select_merge_profile(struct call *c, const uint8_t *body, size_t len)
+{
+    Querier__V1__SelectMergeProfileRequest *req =
+        read_request(c, &querier__v1__select_merge_profile_request__descriptor, body, len);
+    struct fc_selector sel;
+    struct fc_store_query q;
+    struct fc_store_result res;
+    struct fc_buf raw;
+
+    if (req == NULL ||
+        !query_of(c, req->profile_typeid, req->label_selector, req->start, req->end, &sel, &q)) {
+        return;
+    }
+    if (!merge(c, &q, &res)) {
+        fc_selector_release(&sel);
+        return;
+    }
+    fc_buf_init(&raw, 0);
+    if (store_tree_to_pprof(&res, sel.profile_type, &raw, &c->err) == FC_OK) {
+        if (c->json) {
+            /* The same bytes are a google.v1.Profile message: re-read them for JSON. */
+            ProtobufCAllocator alloc = {arena_alloc, arena_free, c->arena};
+            Google__V1__Profile *p = google__v1__profile__unpack(&alloc, raw.len, raw.data);
+            if (p != NULL) {
+                answer(c, &p->base);
+            }
+        } else {
+            c->resp->status = 200;
+            c->resp->content_type = "application/proto";
+            fc_buf_append(&c->resp->body, raw.data, raw.len);
+        }
+    }
+    fc_buf_release(&raw);
+    fc_store_result_release(&res);
+    fc_selector_release(&sel);
+}
+
+struct ranked {
+    struct fc_store_timeseries *ts;
+    int64_t total;
+};
+
+static int by_ranked(const void *a, const void *b)
+{
+    int64_t x = ((const struct ranked *)a)->total, y = ((const struct ranked *)b)->total;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+static void select_series(struct call *c, const uint8_t *body, size_t len)
+{
+    Querier__V1__SelectSeriesRequest *req =
+        read_request(c, &querier__v1__select_series_request__descriptor, body, len);
+    Querier__V1__SelectSeriesResponse resp = QUERIER__V1__SELECT_SERIES_RESPONSE__INIT;
+    struct fc_selector sel;
+    struct fc_store_query q;
+    struct fc_store_timeseries *ts;
+    struct ranked *rank;
+    size_t n, n_all, buckets;
+    int64_t step_ms;
+
+    if (req == NULL ||
+        !query_of(c, req->profile_typeid, req->label_selector, req->start, req->end, &sel, &q)) {
+        return;
+    }
+    /* Steps are whole multiples of the store's 10 s windows. */
+    step_ms = (int64_t)(req->step > 0 ? req->step * 1000 : 15000);
+    step_ms = ((step_ms + 9999) / 10000) * 10000;
+    buckets = (size_t)((req->end - req->start) / step_ms) + 1;
+    if (buckets > 100000) {
+        fc_selector_release(&sel);
+        fc_errorf(&c->err, FC_EPROTO, "too many points: raise step");
+        return;
+    }
+    q.from_ns = (req->start / step_ms) * step_ms * 1000000LL;
+    if (fc_store_select_series(c->x->store, &q, step_ms * 1000000LL, buckets,
+                               (const char *const *)req->group_by, req->n_group_by, &ts, &n,
+                               &c->err) != FC_OK) {
+        fc_selector_release(&sel);
+        return;
+    }
+    rank = fc_xcalloc(n + 1, sizeof(*rank));
+    for (size_t i = 0; i < n; i++) {
+        rank[i].ts = &ts[i];
+        for (size_t b = 0; b < buckets; b++) {
+            rank[i].total += ts[i].buckets[b];
+        }
+    }
+    n_all = n;
+    qsort(rank, n, sizeof(*rank), by_ranked);
+    if (req->limit > 0 && (size_t)req->limit < n) {
+        n = (size_t)req->limit; /* the top N series by total */
+    }
+    resp.series = anew(c, n * sizeof(Types__V1__Series *));
+    for (size_t i = 0; i < n; i++) {
+        const char *names[64], *values[64];
+        size_t nl[64], vl[64];
+        size_t k = split_labels(rank[i].ts->labels, names, nl, values, vl, 64);
+        Types__V1__Series *s = anew(c, sizeof(*s));
+        types__v1__series__init(s);
+        s->labels = anew(c, k * sizeof(Types__V1__LabelPair *));
+        for (size_t j = 0; j < k; j++) {
+            Types__V1__LabelPair *lp = anew(c, sizeof(*lp));
+            types__v1__label_pair__init(lp);
+            lp->name = fc_arena_strndup(c->arena, names[j], nl[j]);
+            lp->value = fc_arena_strndup(c->arena, values[j], vl[j]);
+            s->labels[s->n_labels++] = lp;
+        }
+        s->points = anew(c, buckets * sizeof(Types__V1__Point *));
+        for (size_t b = 0; b < buckets; b++) {
+            Types__V1__Point *p;
+            if (rank[i].ts->buckets[b] == 0) {
+                continue; /* as Pyroscope: no point where there is no data */
+            }
+            p = anew(c, sizeof(*p));
+            types__v1__point__init(p);
+            p->value = (double)rank[i].ts->buckets[b];
+            p->timestamp = q.from_ns / 1000000LL + (int64_t)b * step_ms;
+            s->points[s->n_points++] = p;
+        }
+        resp.series[resp.n_series++] = s;
+    }
+    free(rank);
+    fc_store_timeseries_free(ts, n_all);
+    fc_selector_release(&sel);
+    answer(c, &resp.base);
+}
+
+static void on_connect(void *ctx, const struct fc_http_request *req, struct fc_http_response *resp)
+{
+    struct store_exporter *x = ctx;
+    const char *method = req->path + strlen(PREFIX);
+    const char *ct = fc_http_header(req, "Content-Type");
+    const char *ce = fc_http_header(req, "Content-Encoding");
+    struct call c = {0};
+    struct fc_buf plain;
+    const uint8_t *body = req->body;
+    size_t len = req->body_len;
+
+    c.x = x;
+    c.resp = resp;
+    if (ct != NULL && strncasecmp(ct, "application/json", 16) == 0) {
+        c.json = true;
+    } else if (ct == NULL || strncasecmp(ct, "application/proto", 17) != 0) {
+        connect_error(resp, 415, "invalid_argument",
+                      "Content-Type must be application/proto or application/json");
+        return;
+    }
+    if (fc_http_tenant(req, &c.tenant, &c.err) != FC_OK) {
+        connect_error(resp, 400, "invalid_argument", c.err.msg);
+        return;
+    }
+    fc_buf_init(&plain, 0);
+    if (ce != NULL && strcasecmp(ce, "gzip") == 0) {
+        if (fc_gunzip(body, len, 16u << 20, &plain, &c.err) != FC_OK) {
+            connect_error(resp, 400, "invalid_argument", c.err.msg);
+            fc_buf_release(&plain);
+            return;
+        }
+        body = plain.data;
+        len = plain.len;
+    }
+    c.arena = fc_arena_new(0);
+    if (strcmp(method, "ProfileTypes") == 0) {
+        profile_types(&c, body, len);
+    } else if (strcmp(method, "LabelNames") == 0) {
+        label_names(&c, body, len);
+    } else if (strcmp(method, "LabelValues") == 0) {
+        label_values(&c, body, len);
+    } else if (strcmp(method, "Series") == 0) {
+        series(&c, body, len);
+    } else if (strcmp(method, "SelectMergeStacktraces") == 0) {
+        select_merge_stacktraces(&c, body, len);
+    } else if (strcmp(method, "SelectMergeProfile") == 0) {
+        select_merge_profile(&c, body, len);
+    } else if (strcmp(method, "SelectSeries") == 0) {
+        select_series(&c, body, len);
+    } else {
+        fc_errorf(&c.err, FC_ENOTSUP, "%s is not implemented in flamecol", method);
+    }
+    if (c.err.code != FC_OK) {
+        connect_error(resp,
+                      c.err.code == FC_ENOTSUP  ? 501
+                      : c.err.code == FC_EPROTO ? 400
+                                                : 500,
+                      c.err.code == FC_ENOTSUP  ? "unimplemented"
+                      : c.err.code == FC_EPROTO ? "invalid_argument"
+                                                : "internal",
+                      c.err.msg);
+    }
+    fc_arena_free(c.arena);
+    fc_buf_release(&plain);
+}
+
+int store_connect_routes(struct store_exporter *x, struct fc_http_server *srv, struct fc_error *err)
+{
+    return fc_http_route(srv, "POST", PREFIX "*", 16u << 20, on_connect, x, x->self->id, err);
+}
