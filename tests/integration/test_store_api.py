@@ -156,6 +156,162 @@ class StoreApiTest(unittest.TestCase):
         self.assertEqual(json.loads(body), ["private"])
 
 
+def connect(c, method, body, json_=True, tenant=None):
+    headers = {"Content-Type": "application/json" if json_ else "application/proto"}
+    if tenant:
+        headers["X-Scope-OrgID"] = tenant
+    data = json.dumps(body).encode() if json_ else body
+    status, h, resp = http("POST", c.base + "/querier.v1.QuerierService/" + method, data, headers)
+    return status, h, (json.loads(resp) if json_ or status != 200 else resp)
+
+
+def pb_field(n, payload):
+    """A length-delimited protobuf field (n < 16)."""
+    out, length = bytes([n << 3 | 2]), len(payload)
+    while True:
+        b = length & 0x7F
+        length >>= 7
+        out += bytes([b | (0x80 if length else 0)])
+        if not length:
+            return out + payload
+
+
+def pb_varint_field(n, v):
+    out = bytes([n << 3])
+    while True:
+        b = v & 0x7F
+        v >>= 7
+        out += bytes([b | (0x80 if v else 0)])
+        if not v:
+            return out
+
+
+def pb_read(data):
+    """{field: [values]} of one protobuf message (varints and bytes)."""
+    fields, i = {}, 0
+    while i < len(data):
+        key, shift = 0, 0
+        while True:
+            b = data[i]; i += 1
+            key |= (b & 0x7F) << shift
+            shift += 7
+            if not b & 0x80:
+                break
+        num, wire = key >> 3, key & 7
+        v, shift = 0, 0
+        while True:
+            b = data[i]; i += 1
+            v |= (b & 0x7F) << shift
+            shift += 7
+            if not b & 0x80:
+                break
+        if wire == 2:
+            fields.setdefault(num, []).append(data[i:i + v]); i += v
+        else:
+            fields.setdefault(num, []).append(v)
+    return fields
+
+
+class ConnectApiTest(unittest.TestCase):
+    """querier.v1.QuerierService over Connect, as Grafana's data source calls it."""
+
+    @classmethod
+    def setUpClass(cls):
+        StoreApiTest.setUpClass.__func__(cls)
+        cls.cpu = cls.files.index("go-1s-cpu")
+
+    @classmethod
+    def tearDownClass(cls):
+        assert cls.c.stop() == 0, cls.c.log()
+
+    def test_profile_types_and_labels(self):
+        status, _, body = connect(self.c, "ProfileTypes", {})
+        self.assertEqual(status, 200)
+        by_id = {t["ID"]: t for t in body["profileTypes"]}
+        t = by_id["process_cpu:cpu:nanoseconds:cpu:nanoseconds"]
+        self.assertEqual((t["name"], t["sampleType"], t["sampleUnit"], t["periodType"], t["periodUnit"]),
+                         ("process_cpu", "cpu", "nanoseconds", "cpu", "nanoseconds"))
+        sel = '{service_name="svc-%d"}' % self.cpu
+        status, _, body = connect(self.c, "LabelNames", {"matchers": [sel]})
+        self.assertIn("worker", body["names"])
+        self.assertIn("service_name", body["names"])
+        status, _, body = connect(self.c, "LabelValues", {"name": "service_name", "matchers": [sel]})
+        self.assertEqual(body["names"], ["svc-%d" % self.cpu])
+        status, _, body = connect(self.c, "Series", {"matchers": [sel], "labelNames": ["worker"]})
+        workers = {l["labels"][0]["value"] for l in body["labelsSet"] if l.get("labels")}
+        self.assertGreaterEqual(len(workers), 2)
+        status, _, body = connect(self.c, "LabelValues", {})
+        self.assertEqual(status, 400)
+        self.assertEqual(body["code"], "invalid_argument")
+
+    def test_select_merge_stacktraces_json_and_proto(self):
+        req = {"profileTypeID": "process_cpu:cpu:nanoseconds:cpu:nanoseconds",
+               "labelSelector": '{service_name="svc-%d"}' % self.cpu,
+               "start": "0", "end": str(int(time.time() * 1000)), "maxNodes": "1048576"}
+        status, headers, body = connect(self.c, "SelectMergeStacktraces", req)
+        self.assertEqual(status, 200, body)
+        fg = body["flamegraph"]
+        self.assertEqual(int(fg["total"]), 1080000000)
+        # The same flame graph as /pyroscope/render: compare the flat values.
+        flat = {}
+        for level in fg["levels"]:
+            v = [int(x) for x in level.get("values", [])]
+            for i in range(0, len(v), 4):
+                flat[fg["names"][v[i + 3]]] = flat.get(fg["names"][v[i + 3]], 0) + v[i + 2]
+        for f, fn in parse_top("go-1s-cpu")[1]["rows"][:10]:
+            self.assertEqual(flat.get(fn, 0), f, fn)
+        self.assertIn("X-Flamecol-Nodes-Merged", headers)
+        proto = (pb_field(1, req["profileTypeID"].encode()) + pb_field(2, req["labelSelector"].encode())
+                 + pb_varint_field(3, 0) + pb_varint_field(4, int(req["end"])))
+        status, headers, body = connect(self.c, "SelectMergeStacktraces", proto, json_=False)
+        self.assertEqual(status, 200)
+        self.assertEqual(headers["Content-Type"], "application/proto")
+        flamegraph = pb_read(pb_read(body)[1][0])
+        self.assertEqual(flamegraph[3][0], 1080000000)
+        self.assertEqual(pb_read(flamegraph[2][0])[1][0][:1], b"\x00")  # level 0 starts at x=0
+
+    def test_select_series_and_merge_profile(self):
+        end = int(time.time() * 1000)
+        req = {"profileTypeID": "process_cpu:cpu:nanoseconds:cpu:nanoseconds",
+               "labelSelector": '{service_name="svc-%d"}' % self.cpu,
+               "start": "0", "end": str(end), "step": 86400 * 365, "groupBy": ["worker"]}
+        status, _, body = connect(self.c, "SelectSeries", req)
+        self.assertEqual(status, 200, body)
+        series = body["series"]
+        self.assertGreaterEqual(len(series), 2)
+        total = sum(p["value"] for s in series for p in s.get("points", []))
+        self.assertEqual(total, 1080000000)
+        status, _, body = connect(self.c, "SelectSeries", dict(req, limit="1"))
+        self.assertEqual(len(body["series"]), 1)
+        self.assertEqual(max(s["value"] for s in series for s in s.get("points", [])),
+                         body["series"][0]["points"][0]["value"])
+        del req["groupBy"], req["step"]
+        status, _, body = connect(self.c, "SelectMergeProfile", req)
+        self.assertEqual(status, 200)
+        self.assertEqual(sum(int(s["value"][0]) for s in body["sample"]), 1080000000)
+        proto = (pb_field(1, req["profileTypeID"].encode()) + pb_field(2, req["labelSelector"].encode())
+                 + pb_varint_field(4, end))
+        status, _, body = connect(self.c, "SelectMergeProfile", proto, json_=False)
+        path = os.path.join(self.c.dir, "merge.pb")
+        with open(path, "wb") as f:
+            f.write(body)
+        folded = subprocess.run([BIN, "convert", "--to", "folded", path], check=True,
+                                capture_output=True, text=True).stdout
+        self.assertEqual(sum(int(l.rsplit(" ", 1)[1]) for l in folded.splitlines()), 1080000000)
+
+    def test_unimplemented_and_bad_requests(self):
+        status, _, body = connect(self.c, "Diff", {})
+        self.assertEqual((status, body["code"]), (501, "unimplemented"))
+        status, _, body = connect(self.c, "SelectMergeStacktraces", {"labelSelector": "{}"})
+        self.assertEqual(status, 400)
+        self.assertIn("profile_typeID is required", body["message"])
+        status, _, body = connect(self.c, "SelectMergeStacktraces", b"\x0a\xff\xff", json_=False)
+        self.assertEqual(status, 400)
+        status, _, _ = http("POST", self.c.base + "/querier.v1.QuerierService/ProfileTypes", b"{}",
+                            {"Content-Type": "text/plain"})
+        self.assertEqual(status, 415)
+
+
 class CrashTest(unittest.TestCase):
     def test_acknowledged_pushes_survive_sigkill(self):
         base = tempfile.mkdtemp(prefix="flamecol-crash-")
