@@ -2,6 +2,7 @@
 
 #include "core/buf.h"
 #include "core/idmap.h"
+#include "core/log.h"
 #include "core/mem.h"
 #include "core/timeutil.h"
 #include "formats/folded.h"
@@ -10,6 +11,7 @@
 #include <errno.h>
 #include <lmdb.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +37,7 @@ struct fc_store {
     MDB_env *env;
     MDB_dbi db[N_DBS];
     char *path;
+    _Atomic uint64_t corrupt; /* windows skipped because their tree did not decode */
 };
 
 /* ---- keys --------------------------------------------------------------------------------- */
@@ -207,6 +210,11 @@ void fc_store_close(struct fc_store *s)
     }
     free(s->path);
     free(s);
+}
+
+uint64_t fc_store_corrupt_windows(struct fc_store *s)
+{
+    return atomic_load(&s->corrupt);
 }
 
 int64_t fc_store_disk_bytes(struct fc_store *s)
@@ -907,12 +915,24 @@ static void take(struct merge *m, int level, int64_t window)
     node_key(&k, m->r->tenant, m->series, level, window);
     kv = val(k.b, k.n);
     if (mdb_get(m->r->txn, m->r->s->db[DB_NODE], &kv, &v) == 0) {
+        struct fc_tree one;
+        struct fc_error ignored = {0};
+        /* Decoded apart first: a corrupt window is skipped whole, never half merged. */
+        fc_tree_init(&one);
         if (v.mv_size < NODE_HEADER ||
-            fc_tree_decode_merge(m->tree, (const uint8_t *)v.mv_data + NODE_HEADER,
-                                 v.mv_size - NODE_HEADER, m->r->err) != FC_OK) {
-            m->rc = FC_EIO;
+            fc_tree_decode_merge(&one, (const uint8_t *)v.mv_data + NODE_HEADER,
+                                 v.mv_size - NODE_HEADER, &ignored) != FC_OK) {
+            if (atomic_fetch_add(&m->r->s->corrupt, 1) == 0) {
+                fc_log_error("store",
+                             "skipping a corrupt window (series %u, level %d, %lld): "
+                             "%s; counted in flamecol_store_corrupt_windows_total",
+                             m->series, level, (long long)window, ignored.msg);
+            }
+        } else {
+            fc_tree_merge(m->tree, &one);
+            m->merged++;
         }
-        m->merged++;
+        fc_tree_release(&one);
     }
 }
 

@@ -113,6 +113,9 @@ int fc_store_label_values(struct fc_store *s, const char *tenant, const char *na
                           size_t *n, struct fc_error *err);
 void fc_store_strings_free(char **v, size_t n);
 
+/* Windows skipped by queries because their tree did not decode (logged once). */
+uint64_t fc_store_corrupt_windows(struct fc_store *s);
+
 /* Bytes the database file takes on disk. */
 int64_t fc_store_disk_bytes(struct fc_store *s);
 

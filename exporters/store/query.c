@@ -243,6 +243,7 @@ static void on_render(void *ctx, const struct fc_http_request *req, struct fc_ht
     }
     fc_metric_add(x->nodes_merged, stats.nodes_merged);
     fc_metric_add(x->queries, 1);
+    fc_metric_set(x->corrupt, (int64_t)fc_store_corrupt_windows(x->store));
     snprintf(merged, sizeof(merged), "%u", stats.nodes_merged);
     fc_http_response_header(resp, "X-Flamecol-Nodes-Merged", merged);
     if (format != NULL && strcmp(format, "folded") == 0) {

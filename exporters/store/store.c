@@ -75,6 +75,9 @@ static int store_create(struct fc_exporter *self, struct fc_error *err)
                                      "Bytes the store's database takes on disk.");
     x->commits = fc_metrics_counter("flamecol_store_commits_total", labels,
                                     "Write transactions committed (one per group of requests).");
+    x->corrupt =
+        fc_metrics_counter("flamecol_store_corrupt_windows_total", labels,
+                           "Stored windows skipped by queries because they did not decode.");
     self->ctx = x;
     return FC_OK;
 }
@@ -120,6 +123,7 @@ static void *writer_main(void *arg)
             }
         }
         fc_metric_set(x->disk_bytes, fc_store_disk_bytes(x->store));
+        fc_metric_set(x->corrupt, (int64_t)fc_store_corrupt_windows(x->store));
         pthread_mutex_lock(&x->lock);
         for (size_t i = 0; i < n; i++) {
             items[i]->done = true;

@@ -46,6 +46,7 @@ struct store_exporter {
     _Atomic int64_t *queries;
     _Atomic int64_t *disk_bytes;
     _Atomic int64_t *commits;
+    _Atomic int64_t *corrupt;
 };
 
 int store_query_routes(struct store_exporter *x, struct fc_http_server *srv, struct fc_error *err);
