@@ -5,6 +5,7 @@
 #include "config/diag.h"
 #include "config/load.h"
 #include "core/convert.h"
+#include "core/query_cli.h"
 #include "core/buf.h"
 #include "core/default_config.h"
 #include "core/log.h"
@@ -40,6 +41,7 @@ static const char usage_main[] =
     "  components     list every component type with its kind and stability\n"
     "  print-config   print the effective config (--default: the built-in one)\n"
     "  convert        convert a profile between pprof, OTLP (protobuf/JSON) and folded\n"
+    "  query          ask a store: top functions, hottest path, folded stacks, pprof\n"
     "  version        print the version\n"
     "\n"
     "options:\n"
@@ -250,6 +252,9 @@ int main(int argc, char **argv)
     /* convert takes its own arguments. */
     if (argc >= 2 && strcmp(argv[1], "convert") == 0) {
         return fc_cmd_convert(argc - 2, argv + 2);
+    }
+    if (argc >= 2 && strcmp(argv[1], "query") == 0) {
+        return fc_cmd_query(argc - 2, argv + 2);
     }
 
     if (parse_args(argc, argv, 1, &o, &command) != 0) {

@@ -6,6 +6,7 @@
  */
 #include "exporters/store/store.h"
 
+#include "core/idmap.h"
 #include "core/log.h"
 #include "core/mem.h"
 #include "core/metrics.h"
@@ -19,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <xxhash.h>
 
 static void json_error(struct fc_http_response *resp, int status, const char *msg)
 {
@@ -297,6 +299,160 @@ static void on_render(void *ctx, const struct fc_http_request *req, struct fc_ht
     fc_selector_release(&q.sel);
 }
 
+struct fn_stat {
+    const char *name;
+    int64_t self;
+    int64_t total; /* cumulative, counted once per stack even when recursive */
+};
+
+static int by_self(const void *a, const void *b)
+{
+    int64_t x = ((const struct fn_stat *)a)->self, y = ((const struct fn_stat *)b)->self;
+    return x < y   ? 1
+           : x > y ? -1
+                   : strcmp(((const struct fn_stat *)a)->name, ((const struct fn_stat *)b)->name);
+}
+
+struct fn_table {
+    struct fn_stat *v;
+    size_t n, cap;
+    struct fc_idmap index; /* xxh3(name) -> slot */
+    uint32_t *on_path;     /* per slot: how many times the name is on the current path */
+};
+
+static uint32_t fn_slot(struct fn_table *t, const char *name)
+{
+    uint64_t h = XXH3_64bits(name, strlen(name));
+    uint32_t slot;
+
+    if (fc_idmap_get(&t->index, h, &slot) && strcmp(t->v[slot].name, name) == 0) {
+        return slot;
+    }
+    if (t->n == t->cap) {
+        t->cap = t->cap ? t->cap * 2 : 256;
+        t->v = fc_xrealloc(t->v, t->cap * sizeof(*t->v));
+        t->on_path = fc_xrealloc(t->on_path, t->cap * sizeof(uint32_t));
+    }
+    t->v[t->n].name = name;
+    t->v[t->n].self = 0;
+    t->v[t->n].total = 0;
+    t->on_path[t->n] = 0;
+    fc_idmap_put(&t->index, h, (uint32_t)t->n);
+    return (uint32_t)t->n++;
+}
+
+static void fn_walk(struct fn_table *t, const struct fc_store_result *r, uint32_t node)
+{
+    const struct fc_tree_node *n = &r->tree.nodes[node];
+    uint32_t slot = 0;
+
+    if (node != 0) {
+        slot = fn_slot(t, r->names[node]);
+        t->v[slot].self += n->self;
+        if (t->on_path[slot]++ == 0) {
+            t->v[slot].total += n->total; /* recursion is not counted twice */
+        }
+    }
+    for (uint32_t c = n->first; c != 0; c = r->tree.nodes[c].next) {
+        fn_walk(t, r, c);
+    }
+    if (node != 0) {
+        t->on_path[slot]--;
+    }
+}
+
+/*
+ * The findings of a selection: the top functions by self value with their
+ * share of the total, and the hottest path (from the root, the heaviest
+ * child each time).
+ */
+static void findings_json(const struct fc_store_result *r, size_t top, const char *type_id,
+                          struct fc_buf *out)
+{
+    struct fn_table t = {0};
+    int64_t total = fc_tree_total(&r->tree);
+    char unit[64];
+
+    fc_idmap_init(&t.index, 256);
+    fn_walk(&t, r, 0);
+    if (t.n > 1) {
+        qsort(t.v, t.n, sizeof(*t.v), by_self);
+    }
+    type_part(type_id, 2, unit, sizeof(unit));
+    fc_buf_puts(out, "{\"profile_type\":\"");
+    fc_buf_json_escape(out, type_id, strlen(type_id));
+    fc_buf_printf(out, "\",\"unit\":\"%s\",\"total\":%" PRId64 ",\"top\":[", unit, total);
+    for (size_t i = 0; i < t.n && i < top; i++) {
+        fc_buf_puts(out, i ? ",{\"name\":\"" : "{\"name\":\"");
+        fc_buf_json_escape(out, t.v[i].name, strlen(t.v[i].name));
+        fc_buf_printf(out,
+                      "\",\"self\":%" PRId64 ",\"self_share\":%.6f,\"total\":%" PRId64
+                      ",\"total_share\":%.6f}",
+                      t.v[i].self, total ? (double)t.v[i].self / (double)total : 0.0, t.v[i].total,
+                      total ? (double)t.v[i].total / (double)total : 0.0);
+    }
+    fc_buf_puts(out, "],\"hottest_path\":[");
+    for (uint32_t node = r->tree.nodes[0].first, first = 1; node != 0; first = 0) {
+        uint32_t best = node;
+        for (uint32_t c = node; c != 0; c = r->tree.nodes[c].next) {
+            if (r->tree.nodes[c].total > r->tree.nodes[best].total) {
+                best = c;
+            }
+        }
+        fc_buf_puts(out, first ? "{\"name\":\"" : ",{\"name\":\"");
+        fc_buf_json_escape(out, r->names[best], strlen(r->names[best]));
+        fc_buf_printf(out, "\",\"total\":%" PRId64 ",\"share\":%.6f,\"self\":%" PRId64 "}",
+                      r->tree.nodes[best].total,
+                      total ? (double)r->tree.nodes[best].total / (double)total : 0.0,
+                      r->tree.nodes[best].self);
+        node = r->tree.nodes[best].first;
+    }
+    fc_buf_puts(out, "]}");
+    fc_idmap_release(&t.index);
+    free(t.v);
+    free(t.on_path);
+}
+
+static void on_findings(void *ctx, const struct fc_http_request *req, struct fc_http_response *resp)
+{
+    struct store_exporter *x = ctx;
+    const char *top_s = fc_http_query(req, "top");
+    struct fc_error err = {0};
+    struct query q;
+    struct fc_store_query sq;
+    struct fc_store_result res;
+    struct fc_store_stats stats;
+    long top = top_s ? strtol(top_s, NULL, 10) : 10;
+    char merged[32];
+
+    if (top <= 0 || top > 10000) {
+        json_error(resp, 400, "top must be between 1 and 10000");
+        return;
+    }
+    if (parse_query(x, req, "query", &q, &err) != FC_OK) {
+        json_error(resp, 400, err.msg);
+        return;
+    }
+    sq.tenant = q.tenant;
+    sq.selector = &q.sel;
+    sq.from_ns = q.from_ns;
+    sq.until_ns = q.until_ns;
+    sq.level0_only = false;
+    if (fc_store_select_merge(x->store, &sq, &res, &stats, &err) != FC_OK) {
+        json_error(resp, err.code == FC_EPROTO ? 400 : 500, err.msg);
+        fc_selector_release(&q.sel);
+        return;
+    }
+    fc_metric_add(x->nodes_merged, stats.nodes_merged);
+    fc_metric_add(x->queries, 1);
+    snprintf(merged, sizeof(merged), "%u", stats.nodes_merged);
+    fc_http_response_header(resp, "X-Flamecol-Nodes-Merged", merged);
+    resp->content_type = "application/json";
+    findings_json(&res, (size_t)top, q.sel.profile_type, &resp->body);
+    fc_store_result_release(&res);
+    fc_selector_release(&q.sel);
+}
+
 static void string_array(struct fc_http_response *resp, char **v, size_t n)
 {
     resp->content_type = "application/json";
@@ -363,6 +519,7 @@ int store_query_routes(struct store_exporter *x, struct fc_http_server *srv, str
     if (fc_http_route(srv, "GET", "/pyroscope/render", 0, on_render, x, id, err) ||
         fc_http_route(srv, "GET", "/pyroscope/label-names", 0, on_label_names, x, id, err) ||
         fc_http_route(srv, "GET", "/pyroscope/label-values", 0, on_label_values, x, id, err) ||
+        fc_http_route(srv, "GET", "/api/v1/findings", 0, on_findings, x, id, err) ||
         store_connect_routes(x, srv, err)) {
         return err->code;
     }

@@ -12,7 +12,7 @@ import time
 import unittest
 import urllib.parse
 
-from harness import BIN, Collector, corpus_files, http, multipart, parse_top, read_corpus
+from harness import BIN, CORPUS, Collector, corpus_files, http, multipart, parse_top, read_corpus
 
 STORE_PIPELINE = """
 receivers:
@@ -129,6 +129,47 @@ class StoreApiTest(unittest.TestCase):
         self.assertEqual(parts + rest, whole)
         regex = flamebearer_flat(json.loads(render(self.c, '%s{service_name=~"svc-%d"}' % (t, i))[2]))[0]
         self.assertEqual(regex, whole)
+
+    def test_findings_and_query_cli(self):
+        i = self.files.index("go-1s-cpu")
+        sel = 'process_cpu:cpu:nanoseconds:cpu:nanoseconds{service_name="svc-%d"}' % i
+        q = urllib.parse.urlencode({"query": sel, "from": "0", "top": "5"})
+        status, _, body = http("GET", self.c.base + "/api/v1/findings?" + q)
+        self.assertEqual(status, 200, body)
+        doc = json.loads(body)
+        self.assertEqual(doc["total"], 1080000000)
+        self.assertEqual(len(doc["top"]), 5)
+        self.assertEqual(doc["hottest_path"][0]["name"], "main.worker")
+        # The CLI prints pprof -top's flat and cum columns for the top functions.
+        out = subprocess.run([BIN, "query", "--url", self.c.base, sel, "--from", "0", "--top", "5"],
+                             check=True, capture_output=True, text=True).stdout
+        rows = [l.split() for l in out.splitlines()[2:]]
+        reference = {}
+        with open(os.path.join(CORPUS, "go-1s-cpu.top.txt")) as f:
+            section = None
+            for line in f:
+                if line.startswith("### sample_index="):
+                    section = int(line.split("=")[1])
+                elif section == 1 and line.strip() and line.strip()[0].isdigit() and "%" in line:
+                    parts = line.split()
+                    name = line.split("%", 4)[-1].strip().replace(" (inline)", "")
+                    reference[name] = (int(parts[0].rstrip("ns")), int(parts[3].rstrip("ns")))
+        self.assertEqual(len(rows), 5)
+        for self_v, _, total_v, _, name in rows:
+            self.assertEqual((int(self_v), int(total_v)), reference[name], name)
+        out = subprocess.run([BIN, "query", "--url", self.c.base, sel, "--from", "0", "--findings"],
+                             check=True, capture_output=True, text=True).stdout
+        self.assertIn("hottest path:", out)
+        path = os.path.join(self.c.dir, "cli.pb.gz")
+        subprocess.run([BIN, "query", "--url", self.c.base, sel, "--from", "0", "--pprof", path],
+                       check=True, capture_output=True)
+        folded = subprocess.run([BIN, "convert", "--to", "folded", path], check=True,
+                                capture_output=True, text=True).stdout
+        self.assertEqual(sum(int(l.rsplit(" ", 1)[1]) for l in folded.splitlines()), 1080000000)
+        bad = subprocess.run([BIN, "query", "--url", self.c.base, "nope{", "--from", "0"],
+                             capture_output=True, text=True)
+        self.assertEqual(bad.returncode, 1)
+        self.assertIn("selector: col", bad.stderr)
 
     def test_bad_queries(self):
         for query, params, text in (
