@@ -4,6 +4,7 @@
 
 #include <inttypes.h>
 #include <stdlib.h>
+#include <stdbool.h>
 #include <string.h>
 
 struct item {
@@ -226,5 +227,266 @@ int fc_flamebearer_write(const struct fc_tree *t, char *const *names, uint32_t m
     }
     fc_buf_puts(out, ",\"groups\":null,\"heatmap\":null}");
     fc_flamegraph_release(&fg);
+    return out->limit != 0 && out->len >= out->limit ? FC_ETOOBIG : FC_OK;
+}
+
+/* ---- diff --------------------------------------------------------------------------------- */
+
+struct dnode {
+    uint32_t name; /* symbol id */
+    const char *label;
+    int64_t lt, ls, rt, rs;
+    uint32_t first, next;
+};
+
+struct dtree {
+    struct dnode *v;
+    uint32_t n, cap;
+};
+
+static uint32_t dchild(struct dtree *t, uint32_t parent, uint32_t name, const char *label)
+{
+    uint32_t prev = 0, c = t->v[parent].first, n;
+
+    while (c != 0 && t->v[c].name < name) {
+        prev = c;
+        c = t->v[c].next;
+    }
+    if (c != 0 && t->v[c].name == name) {
+        return c;
+    }
+    if (t->n == t->cap) {
+        t->cap *= 2;
+        t->v = fc_xrealloc(t->v, t->cap * sizeof(*t->v));
+    }
+    n = t->n++;
+    memset(&t->v[n], 0, sizeof(t->v[n]));
+    t->v[n].name = name;
+    t->v[n].label = label;
+    t->v[n].next = c;
+    if (prev == 0) {
+        t->v[parent].first = n;
+    } else {
+        t->v[prev].next = n;
+    }
+    return n;
+}
+
+static void dadd(struct dtree *t, uint32_t at, const struct fc_tree *src, char *const *names,
+                 uint32_t s, bool right)
+{
+    if (right) {
+        t->v[at].rt += src->nodes[s].total;
+        t->v[at].rs += src->nodes[s].self;
+    } else {
+        t->v[at].lt += src->nodes[s].total;
+        t->v[at].ls += src->nodes[s].self;
+    }
+    for (uint32_t c = src->nodes[s].first; c != 0; c = src->nodes[c].next) {
+        dadd(t, dchild(t, at, src->nodes[c].name, names[c]), src, names, c, right);
+    }
+}
+
+struct ditem {
+    int64_t lx, rx;
+    uint32_t node; /* UINT32_MAX: the synthetic "other" */
+    int64_t lt, ls, rt, rs;
+};
+
+struct dctx {
+    struct dtree *t;
+    int64_t min_total;
+    struct ditem **levels;
+    size_t *n, *cap;
+    size_t n_levels;
+    const char **names;
+    size_t n_names;
+    uint32_t *name_index;
+    uint32_t other;
+};
+
+static void dpush(struct dctx *c, size_t depth, struct ditem it)
+{
+    if (depth >= c->n_levels) {
+        size_t nl = depth + 1;
+        c->levels = fc_xrealloc(c->levels, nl * sizeof(*c->levels));
+        c->n = fc_xrealloc(c->n, nl * sizeof(size_t));
+        c->cap = fc_xrealloc(c->cap, nl * sizeof(size_t));
+        for (size_t d = c->n_levels; d < nl; d++) {
+            c->levels[d] = NULL;
+            c->n[d] = c->cap[d] = 0;
+        }
+        c->n_levels = nl;
+    }
+    if (c->n[depth] == c->cap[depth]) {
+        c->cap[depth] = c->cap[depth] ? c->cap[depth] * 2 : 64;
+        c->levels[depth] = fc_xrealloc(c->levels[depth], c->cap[depth] * sizeof(struct ditem));
+    }
+    c->levels[depth][c->n[depth]++] = it;
+}
+
+static uint32_t dname(struct dctx *c, uint32_t node)
+{
+    const char *s = node == UINT32_MAX ? "other" : node == 0 ? "total" : c->t->v[node].label;
+
+    for (size_t i = 0; i < c->n_names; i++) {
+        if (strcmp(c->names[i], s) == 0) {
+            return (uint32_t)i;
+        }
+    }
+    c->names[c->n_names] = s;
+    return (uint32_t)c->n_names++;
+}
+
+struct dkid {
+    uint32_t node;
+    const char *label;
+};
+
+static int by_label(const void *a, const void *b)
+{
+    return strcmp(((const struct dkid *)a)->label, ((const struct dkid *)b)->label);
+}
+
+static void dwalk(struct dctx *c, uint32_t node, size_t depth, int64_t lx, int64_t rx)
+{
+    const struct dnode *n = &c->t->v[node];
+    struct ditem it = {lx, rx, node, n->lt, n->ls, n->rt, n->rs};
+    struct dkid *kids;
+    size_t nk = 0;
+    int64_t olt = 0, ort = 0;
+    int64_t clx = lx + n->ls, crx = rx + n->rs;
+
+    dpush(c, depth, it);
+    for (uint32_t k = n->first; k != 0; k = c->t->v[k].next) {
+        nk++;
+    }
+    kids = fc_xcalloc(nk + 1, sizeof(*kids));
+    nk = 0;
+    for (uint32_t k = n->first; k != 0; k = c->t->v[k].next) {
+        if (c->t->v[k].lt + c->t->v[k].rt < c->min_total) {
+            olt += c->t->v[k].lt;
+            ort += c->t->v[k].rt;
+        } else {
+            kids[nk].node = k;
+            kids[nk].label = c->t->v[k].label;
+            nk++;
+        }
+    }
+    qsort(kids, nk, sizeof(*kids), by_label);
+    for (size_t i = 0; i < nk; i++) {
+        dwalk(c, kids[i].node, depth + 1, clx, crx);
+        clx += c->t->v[kids[i].node].lt;
+        crx += c->t->v[kids[i].node].rt;
+    }
+    if (olt + ort > 0) {
+        struct ditem o = {clx, crx, UINT32_MAX, olt, olt, ort, ort};
+        dpush(c, depth + 1, o);
+    }
+    free(kids);
+}
+
+static int by_i64_desc(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+void fc_flamegraph_diff_build(const struct fc_tree *left, char *const *left_names,
+                              const struct fc_tree *right, char *const *right_names,
+                              uint32_t max_nodes, struct fc_flamegraph_diff *out)
+{
+    struct dtree t = {0};
+    struct dctx c = {0};
+
+    memset(out, 0, sizeof(*out));
+    t.cap = 64;
+    t.v = fc_xcalloc(t.cap, sizeof(*t.v));
+    t.n = 1;
+    if (left->n > 0) {
+        dadd(&t, 0, left, left_names, 0, false);
+    }
+    if (right->n > 0) {
+        dadd(&t, 0, right, right_names, 0, true);
+    }
+    c.t = &t;
+    c.names = fc_xcalloc(t.n + 2, sizeof(char *));
+    if (max_nodes > 0 && t.n > max_nodes) {
+        int64_t *totals = fc_xmalloc(t.n * sizeof(int64_t));
+        for (uint32_t i = 0; i < t.n; i++) {
+            totals[i] = t.v[i].lt + t.v[i].rt;
+        }
+        qsort(totals, t.n, sizeof(int64_t), by_i64_desc);
+        c.min_total = totals[max_nodes - 1];
+        free(totals);
+    }
+    dwalk(&c, 0, 0, 0, 0);
+    out->fg.n_levels = c.n_levels;
+    out->fg.levels = fc_xcalloc(c.n_levels + 1, sizeof(int64_t *));
+    out->fg.level_len = fc_xcalloc(c.n_levels + 1, sizeof(size_t));
+    for (size_t d = 0; d < c.n_levels; d++) {
+        int64_t lend = 0, rend = 0;
+        out->fg.levels[d] = fc_xmalloc((c.n[d] * 7 + 1) * sizeof(int64_t));
+        for (size_t i = 0; i < c.n[d]; i++) {
+            const struct ditem *it = &c.levels[d][i];
+            int64_t *v = &out->fg.levels[d][i * 7];
+            v[0] = it->lx - lend;
+            v[1] = it->lt;
+            v[2] = it->ls;
+            v[3] = it->rx - rend;
+            v[4] = it->rt;
+            v[5] = it->rs;
+            v[6] = dname(&c, it->node);
+            lend = it->lx + it->lt;
+            rend = it->rx + it->rt;
+            if (it->ls + it->rs > out->fg.max_self) {
+                out->fg.max_self = it->ls + it->rs;
+            }
+        }
+        out->fg.level_len[d] = c.n[d] * 7;
+        free(c.levels[d]);
+    }
+    out->fg.names = c.names;
+    out->fg.n_names = c.n_names;
+    out->left_ticks = t.v[0].lt;
+    out->right_ticks = t.v[0].rt;
+    out->fg.total = out->left_ticks + out->right_ticks;
+    free(c.levels);
+    free(c.n);
+    free(c.cap);
+    /* Names point into the callers' name arrays, which outlive the result. */
+    free(t.v);
+}
+
+int fc_flamebearer_diff_write(const struct fc_flamegraph_diff *d,
+                              const struct fc_flamebearer_meta *meta, struct fc_buf *out)
+{
+    const struct fc_flamegraph *fg = &d->fg;
+
+    fc_buf_puts(out, "{\"version\":1,\"flamebearer\":{\"names\":[");
+    for (size_t i = 0; i < fg->n_names; i++) {
+        fc_buf_puts(out, i ? ",\"" : "\"");
+        fc_buf_json_escape(out, fg->names[i], strlen(fg->names[i]));
+        fc_buf_puts(out, "\"");
+    }
+    fc_buf_puts(out, "],\"levels\":[");
+    for (size_t l = 0; l < fg->n_levels; l++) {
+        fc_buf_puts(out, l ? ",[" : "[");
+        for (size_t i = 0; i < fg->level_len[l]; i++) {
+            fc_buf_printf(out, "%s%" PRId64, i ? "," : "", fg->levels[l][i]);
+        }
+        fc_buf_puts(out, "]");
+    }
+    fc_buf_printf(out, "],\"numTicks\":%" PRId64 ",\"maxSelf\":%" PRId64 "},", fg->total,
+                  fg->max_self);
+    fc_buf_puts(out, "\"metadata\":{\"format\":\"double\",\"spyName\":\"\",\"sampleRate\":");
+    fc_buf_printf(out, "%" PRId64 ",\"units\":\"", meta->sample_rate);
+    fc_buf_json_escape(out, meta->units, strlen(meta->units));
+    fc_buf_puts(out, "\",\"name\":\"");
+    fc_buf_json_escape(out, meta->name, strlen(meta->name));
+    fc_buf_printf(out,
+                  "\"},\"leftTicks\":%" PRId64 ",\"rightTicks\":%" PRId64
+                  ",\"timeline\":null,\"groups\":null,\"heatmap\":null}",
+                  d->left_ticks, d->right_ticks);
     return out->limit != 0 && out->len >= out->limit ? FC_ETOOBIG : FC_OK;
 }

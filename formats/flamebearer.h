@@ -39,6 +39,25 @@ void fc_flamegraph_build(const struct fc_tree *t, char *const *names, uint32_t m
                          struct fc_flamegraph *out);
 void fc_flamegraph_release(struct fc_flamegraph *fg);
 
+/*
+ * A diff ("double") flame graph of two trees whose node names share one id
+ * space (the same tenant's symbols): levels of 7-tuples [left x delta,
+ * left total, left self, right x delta, right total, right self, name], both
+ * x columns delta-encoded on their own; total = left + right.
+ */
+struct fc_flamegraph_diff {
+    struct fc_flamegraph fg; /* levels hold 7 values per node */
+    int64_t left_ticks;
+    int64_t right_ticks;
+};
+
+void fc_flamegraph_diff_build(const struct fc_tree *left, char *const *left_names,
+                              const struct fc_tree *right, char *const *right_names,
+                              uint32_t max_nodes, struct fc_flamegraph_diff *out);
+/* The FlamebearerProfile JSON of a diff (metadata.format "double"). */
+int fc_flamebearer_diff_write(const struct fc_flamegraph_diff *d,
+                              const struct fc_flamebearer_meta *meta, struct fc_buf *out);
+
 /* Appends the whole FlamebearerProfile JSON. names[i] names tree node i. */
 int fc_flamebearer_write(const struct fc_tree *t, char *const *names, uint32_t max_nodes,
                          const struct fc_flamebearer_meta *meta, struct fc_buf *out);

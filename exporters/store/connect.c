@@ -492,6 +492,67 @@ static void select_merge_stacktraces(struct call *c, const uint8_t *body, size_t
     fc_selector_release(&sel);
 }
 
+static void diff(struct call *c, const uint8_t *body, size_t len)
+{
+    Querier__V1__DiffRequest *req =
+        read_request(c, &querier__v1__diff_request__descriptor, body, len);
+    Querier__V1__DiffResponse resp = QUERIER__V1__DIFF_RESPONSE__INIT;
+    Querier__V1__FlameGraphDiff fg_msg = QUERIER__V1__FLAME_GRAPH_DIFF__INIT;
+    struct fc_selector ls, rs;
+    struct fc_store_query lq, rq;
+    struct fc_store_result lr, rr;
+    struct fc_flamegraph_diff d;
+    int64_t max_nodes;
+
+    if (req == NULL) {
+        return;
+    }
+    if (req->left == NULL || req->right == NULL) {
+        fc_errorf(&c->err, FC_EPROTO, "left and right are required");
+        return;
+    }
+    if (!query_of(c, req->left->profile_typeid, req->left->label_selector, req->left->start,
+                  req->left->end, &ls, &lq)) {
+        return;
+    }
+    if (!query_of(c, req->right->profile_typeid, req->right->label_selector, req->right->start,
+                  req->right->end, &rs, &rq)) {
+        fc_selector_release(&ls);
+        return;
+    }
+    if (strcmp(ls.profile_type, rs.profile_type) != 0) {
+        fc_errorf(&c->err, FC_EPROTO, "profile types must match");
+    } else if (merge(c, &lq, &lr)) {
+        if (merge(c, &rq, &rr)) {
+            max_nodes =
+                req->left->max_nodes > 0 ? req->left->max_nodes : c->x->cfg->query.max_nodes;
+            fc_flamegraph_diff_build(&lr.tree, lr.names, &rr.tree, rr.names,
+                                     (uint32_t)(max_nodes > 1048576 ? 1048576 : max_nodes), &d);
+            fg_msg.names = (char **)d.fg.names;
+            fg_msg.n_names = d.fg.n_names;
+            fg_msg.levels = anew(c, d.fg.n_levels * sizeof(Querier__V1__Level *));
+            for (size_t l = 0; l < d.fg.n_levels; l++) {
+                Querier__V1__Level *lv = anew(c, sizeof(*lv));
+                querier__v1__level__init(lv);
+                lv->values = d.fg.levels[l];
+                lv->n_values = d.fg.level_len[l];
+                fg_msg.levels[fg_msg.n_levels++] = lv;
+            }
+            fg_msg.total = d.fg.total;
+            fg_msg.max_self = d.fg.max_self;
+            fg_msg.leftticks = d.left_ticks;
+            fg_msg.rightticks = d.right_ticks;
+            resp.flamegraph = &fg_msg;
+            answer(c, &resp.base);
+            fc_flamegraph_release(&d.fg);
+            fc_store_result_release(&rr);
+        }
+        fc_store_result_release(&lr);
+    }
+    fc_selector_release(&ls);
+    fc_selector_release(&rs);
+}
+
 static void select_merge_profile(struct call *c, const uint8_t *body, size_t len)
 {
     Querier__V1__SelectMergeProfileRequest *req =
@@ -668,6 +729,8 @@ static void on_connect(void *ctx, const struct fc_http_request *req, struct fc_h
         select_merge_profile(&c, body, len);
     } else if (strcmp(method, "SelectSeries") == 0) {
         select_series(&c, body, len);
+    } else if (strcmp(method, "Diff") == 0) {
+        diff(&c, body, len);
     } else {
         fc_errorf(&c.err, FC_ENOTSUP, "%s is not implemented in flamecol", method);
     }

@@ -57,12 +57,13 @@ struct query {
     int64_t from_ns, until_ns;
 };
 
-static int parse_query(struct store_exporter *x, const struct fc_http_request *req,
-                       const char *param, struct query *q, struct fc_error *err)
+static int parse_query_named(struct store_exporter *x, const struct fc_http_request *req,
+                             const char *param, const char *from_param, const char *until_param,
+                             struct query *q, struct fc_error *err)
 {
     const char *text = fc_http_query(req, param);
-    const char *from = fc_http_query(req, "from");
-    const char *until = fc_http_query(req, "until");
+    const char *from = fc_http_query(req, from_param);
+    const char *until = fc_http_query(req, until_param);
     int64_t now = fc_now_ns();
 
     memset(q, 0, sizeof(*q));
@@ -100,6 +101,12 @@ static int parse_query(struct store_exporter *x, const struct fc_http_request *r
                          (int64_t)(x->cfg->query.max_query_length / 3600000000000LL));
     }
     return FC_OK;
+}
+
+static int parse_query(struct store_exporter *x, const struct fc_http_request *req,
+                       const char *param, struct query *q, struct fc_error *err)
+{
+    return parse_query_named(x, req, param, "from", "until", q, err);
 }
 
 /* A "nice" timeline step: about 1,500 points, whole multiples of 10 s. */
@@ -197,6 +204,23 @@ static void folded(const struct fc_store_result *r, uint32_t node, struct fc_buf
     path->len = len;
 }
 
+static void metadata_of(const char *type_id, char *name, size_t nsize, char *units, size_t usize,
+                        struct fc_flamebearer_meta *meta)
+{
+    type_part(type_id, 1, name, nsize);
+    type_part(type_id, 2, units, usize);
+    /* Pyroscope's metadata: objects for counts of objects, samples for cpu. */
+    if (strcmp(name, "inuse_objects") == 0 || strcmp(name, "alloc_objects") == 0 ||
+        strcmp(name, "goroutine") == 0 || strcmp(name, "samples") == 0) {
+        snprintf(units, usize, "objects");
+    } else if (strcmp(name, "cpu") == 0) {
+        snprintf(units, usize, "samples");
+    }
+    meta->name = name;
+    meta->units = units;
+    meta->sample_rate = strcmp(name, "cpu") == 0 ? 1000000000 : 100;
+}
+
 static void on_render(void *ctx, const struct fc_http_request *req, struct fc_http_response *resp)
 {
     struct store_exporter *x = ctx;
@@ -271,18 +295,7 @@ static void on_render(void *ctx, const struct fc_http_request *req, struct fc_ht
         int64_t start = (q.from_ns / 1000000000LL / step) * step;
         size_t points = (size_t)((q.until_ns / 1000000000LL - start) / step) + 1;
         int64_t *timeline = fc_xcalloc(points, sizeof(int64_t));
-        type_part(q.sel.profile_type, 1, name, sizeof(name));
-        type_part(q.sel.profile_type, 2, units, sizeof(units));
-        /* Pyroscope's metadata: objects for counts of objects, samples for cpu. */
-        if (strcmp(name, "inuse_objects") == 0 || strcmp(name, "alloc_objects") == 0 ||
-            strcmp(name, "goroutine") == 0 || strcmp(name, "samples") == 0) {
-            snprintf(units, sizeof(units), "objects");
-        } else if (strcmp(name, "cpu") == 0) {
-            snprintf(units, sizeof(units), "samples");
-        }
-        meta.name = name;
-        meta.units = units;
-        meta.sample_rate = strcmp(name, "cpu") == 0 ? 1000000000 : 100;
+        metadata_of(q.sel.profile_type, name, sizeof(name), units, sizeof(units), &meta);
         sq.from_ns = start * 1000000000LL;
         if (fc_store_timeline(x->store, &sq, step * 1000000000LL, timeline, points, &err) ==
             FC_OK) {
@@ -453,6 +466,72 @@ static void on_findings(void *ctx, const struct fc_http_request *req, struct fc_
     fc_selector_release(&q.sel);
 }
 
+static void on_render_diff(void *ctx, const struct fc_http_request *req,
+                           struct fc_http_response *resp)
+{
+    struct store_exporter *x = ctx;
+    const char *max_nodes_s = fc_http_query(req, "maxNodes");
+    struct fc_error err = {0};
+    struct query left, right;
+    struct fc_store_query sl, sr;
+    struct fc_store_result rl, rr;
+    struct fc_store_stats stats;
+    struct fc_flamegraph_diff diff;
+    struct fc_flamebearer_meta meta = {0};
+    char name[64], units[64], merged[32];
+    long max_nodes = x->cfg->query.max_nodes;
+
+    if (max_nodes_s == NULL) {
+        max_nodes_s = fc_http_query(req, "max-nodes");
+    }
+    if (max_nodes_s != NULL) {
+        max_nodes = strtol(max_nodes_s, NULL, 10);
+        if (max_nodes <= 0 || max_nodes > 1048576) {
+            json_error(resp, 400, "maxNodes must be an integer between 1 and 1048576");
+            return;
+        }
+    }
+    if (parse_query_named(x, req, "leftQuery", "leftFrom", "leftUntil", &left, &err) != FC_OK) {
+        json_error(resp, 400, err.msg);
+        return;
+    }
+    if (parse_query_named(x, req, "rightQuery", "rightFrom", "rightUntil", &right, &err) != FC_OK) {
+        fc_selector_release(&left.sel);
+        json_error(resp, 400, err.msg);
+        return;
+    }
+    if (strcmp(left.sel.profile_type, right.sel.profile_type) != 0) {
+        json_error(resp, 400, "profile types must match");
+        goto out;
+    }
+    sl = (struct fc_store_query){left.tenant, &left.sel, left.from_ns, left.until_ns, false};
+    sr = (struct fc_store_query){right.tenant, &right.sel, right.from_ns, right.until_ns, false};
+    if (fc_store_select_merge(x->store, &sl, &rl, &stats, &err) != FC_OK) {
+        json_error(resp, 500, err.msg);
+        goto out;
+    }
+    fc_metric_add(x->nodes_merged, stats.nodes_merged);
+    if (fc_store_select_merge(x->store, &sr, &rr, &stats, &err) != FC_OK) {
+        fc_store_result_release(&rl);
+        json_error(resp, 500, err.msg);
+        goto out;
+    }
+    fc_metric_add(x->nodes_merged, stats.nodes_merged);
+    fc_metric_add(x->queries, 1);
+    snprintf(merged, sizeof(merged), "%u", stats.nodes_merged);
+    fc_http_response_header(resp, "X-Flamecol-Nodes-Merged", merged);
+    fc_flamegraph_diff_build(&rl.tree, rl.names, &rr.tree, rr.names, (uint32_t)max_nodes, &diff);
+    metadata_of(left.sel.profile_type, name, sizeof(name), units, sizeof(units), &meta);
+    resp->content_type = "application/json";
+    fc_flamebearer_diff_write(&diff, &meta, &resp->body);
+    fc_flamegraph_release(&diff.fg);
+    fc_store_result_release(&rl);
+    fc_store_result_release(&rr);
+out:
+    fc_selector_release(&left.sel);
+    fc_selector_release(&right.sel);
+}
+
 static void string_array(struct fc_http_response *resp, char **v, size_t n)
 {
     resp->content_type = "application/json";
@@ -520,6 +599,7 @@ int store_query_routes(struct store_exporter *x, struct fc_http_server *srv, str
         fc_http_route(srv, "GET", "/pyroscope/label-names", 0, on_label_names, x, id, err) ||
         fc_http_route(srv, "GET", "/pyroscope/label-values", 0, on_label_values, x, id, err) ||
         fc_http_route(srv, "GET", "/api/v1/findings", 0, on_findings, x, id, err) ||
+        fc_http_route(srv, "GET", "/pyroscope/render-diff", 0, on_render_diff, x, id, err) ||
         store_connect_routes(x, srv, err)) {
         return err->code;
     }

@@ -171,6 +171,33 @@ class StoreApiTest(unittest.TestCase):
         self.assertEqual(bad.returncode, 1)
         self.assertIn("selector: col", bad.stderr)
 
+    def test_render_diff(self):
+        t = "process_cpu:cpu:nanoseconds:cpu:nanoseconds"
+        left, right = self.files.index("go-1s-cpu"), self.files.index("go-3s-cpu")
+        q = urllib.parse.urlencode({"leftQuery": '%s{service_name="svc-%d"}' % (t, left),
+                                    "rightQuery": '%s{service_name="svc-%d"}' % (t, right),
+                                    "leftFrom": "0", "rightFrom": "0", "maxNodes": "1048576"})
+        status, _, body = http("GET", self.c.base + "/pyroscope/render-diff?" + q)
+        self.assertEqual(status, 200, body)
+        doc = json.loads(body)
+        self.assertEqual(doc["metadata"]["format"], "double")
+        self.assertEqual((doc["leftTicks"], doc["rightTicks"]), (1080000000, 5350000000))
+        fb = doc["flamebearer"]
+        lflat, rflat = {}, {}
+        for level in fb["levels"]:
+            for i in range(0, len(level), 7):
+                name = fb["names"][level[i + 6]]
+                lflat[name] = lflat.get(name, 0) + level[i + 2]
+                rflat[name] = rflat.get(name, 0) + level[i + 5]
+        for f, fn in parse_top("go-1s-cpu")[1]["rows"][:10]:
+            self.assertEqual(lflat.get(fn, 0), f, fn)
+        for f, fn in parse_top("go-3s-cpu")[1]["rows"][:10]:
+            self.assertEqual(rflat.get(fn, 0), f, fn)
+        q = urllib.parse.urlencode({"leftQuery": t + "{}", "rightQuery": "memory:alloc_space:bytes:space:bytes{}"})
+        status, _, body = http("GET", self.c.base + "/pyroscope/render-diff?" + q)
+        self.assertEqual(status, 400)
+        self.assertIn("profile types must match", json.loads(body)["message"])
+
     def test_bad_queries(self):
         for query, params, text in (
                 ("", {}, '"query" is required'),
@@ -340,8 +367,19 @@ class ConnectApiTest(unittest.TestCase):
                                 capture_output=True, text=True).stdout
         self.assertEqual(sum(int(l.rsplit(" ", 1)[1]) for l in folded.splitlines()), 1080000000)
 
+    def test_diff(self):
+        t = "process_cpu:cpu:nanoseconds:cpu:nanoseconds"
+        end = str(int(time.time() * 1000))
+        side = lambda name: {"profileTypeID": t, "start": "0", "end": end,
+                             "labelSelector": '{service_name="svc-%d"}' % self.files.index(name)}
+        status, _, body = connect(self.c, "Diff", {"left": side("go-1s-cpu"), "right": side("go-3s-cpu")})
+        self.assertEqual(status, 200, body)
+        fg = body["flamegraph"]
+        self.assertEqual((int(fg["leftTicks"]), int(fg["rightTicks"])), (1080000000, 5350000000))
+        self.assertEqual(int(fg["total"]), 1080000000 + 5350000000)
+
     def test_unimplemented_and_bad_requests(self):
-        status, _, body = connect(self.c, "Diff", {})
+        status, _, body = connect(self.c, "SelectMergeSpanProfile", {})
         self.assertEqual((status, body["code"]), (501, "unimplemented"))
         status, _, body = connect(self.c, "SelectMergeStacktraces", {"labelSelector": "{}"})
         self.assertEqual(status, 400)
