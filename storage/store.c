@@ -18,10 +18,23 @@
 #include <sys/stat.h>
 #include <xxhash.h>
 
-enum { DB_SYM, DB_SYMID, DB_SERIES, DB_SID, DB_LN, DB_LV, DB_POST, DB_NODE, DB_META, N_DBS };
+enum {
+    DB_SYM,
+    DB_SYMID,
+    DB_SERIES,
+    DB_SID,
+    DB_LN,
+    DB_LV,
+    DB_POST,
+    DB_NODE,
+    DB_META,
+    DB_SPAN,
+    DB_TRACE,
+    N_DBS
+};
 
-static const char *const db_names[N_DBS] = {"sym", "symid", "series", "sid", "ln",
-                                            "lv",  "post",  "node",   "meta"};
+static const char *const db_names[N_DBS] = {"sym",  "symid", "series", "sid",  "ln",   "lv",
+                                            "post", "node",  "meta",   "span", "trace"};
 
 /* A node value: the window's total (8 bytes, little-endian), then the zstd tree. */
 #define NODE_HEADER 8
@@ -363,21 +376,19 @@ static void node_key(struct key *k, const char *tenant, uint32_t series, int lev
     key_be64(k, (uint64_t)window);
 }
 
-static int merge_window(struct writer *w, uint32_t series, int level, int64_t window,
-                        const struct fc_tree *add)
+/* Merges add into the tree stored under key k of db (a node or a span entry). */
+static int merge_value(struct writer *w, int db, const struct key *k, const struct fc_tree *add)
 {
-    struct key k;
     MDB_val kv, v;
     struct fc_tree t;
     struct fc_buf enc;
     int64_t total;
     int rc;
 
-    node_key(&k, w->tenant, series, level, window);
-    kv = val(k.b, k.n);
+    kv = val(k->b, k->n);
     fc_tree_init(&t);
     fc_buf_init(&enc, 0);
-    if (mdb_get(w->txn, w->s->db[DB_NODE], &kv, &v) == 0 &&
+    if (mdb_get(w->txn, w->s->db[db], &kv, &v) == 0 &&
         (v.mv_size < NODE_HEADER ||
          fc_tree_decode_merge(&t, (const uint8_t *)v.mv_data + NODE_HEADER, v.mv_size - NODE_HEADER,
                               w->err) != FC_OK)) {
@@ -391,12 +402,21 @@ static int merge_window(struct writer *w, uint32_t series, int level, int64_t wi
     rc = fc_tree_encode(&t, &enc);
     if (rc == FC_OK) {
         v = val(enc.data, enc.len);
-        rc = mdb_put(w->txn, w->s->db[DB_NODE], &kv, &v, 0);
-        rc = rc ? lmdb_error(w->err, rc, "node") : FC_OK;
+        rc = mdb_put(w->txn, w->s->db[db], &kv, &v, 0);
+        rc = rc ? lmdb_error(w->err, rc, db_names[db]) : FC_OK;
     }
     fc_tree_release(&t);
     fc_buf_release(&enc);
     return rc;
+}
+
+static int merge_window(struct writer *w, uint32_t series, int level, int64_t window,
+                        const struct fc_tree *add)
+{
+    struct key k;
+
+    node_key(&k, w->tenant, series, level, window);
+    return merge_value(w, DB_NODE, &k, add);
 }
 
 /*
@@ -588,6 +608,119 @@ static int sample_path(struct writer *w, struct frames *f, const struct fc_batch
     return FC_OK;
 }
 
+static int hexval(char c)
+{
+    return c >= '0' && c <= '9'   ? c - '0'
+           : c >= 'a' && c <= 'f' ? c - 'a' + 10
+           : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                  : -1;
+}
+
+static bool parse_hex(const char *s, size_t len, uint8_t *out, size_t n)
+{
+    if (len != 2 * n) {
+        return false;
+    }
+    for (size_t i = 0; i < n; i++) {
+        int hi = hexval(s[2 * i]), lo = hexval(s[2 * i + 1]);
+        if (hi < 0 || lo < 0) {
+            return false;
+        }
+        out[i] = (uint8_t)(hi << 4 | lo);
+    }
+    return true;
+}
+
+/* The span (and trace) of a sample: its OTLP Link, else pprof labels span_id/trace_id. */
+static bool sample_span(const struct fc_batch *b, const struct fc_sample *s, uint8_t span[8],
+                        uint8_t trace[16])
+{
+    const struct fc_attr *a;
+    bool zero = true;
+
+    memset(trace, 0, 16);
+    if (s->link != 0) {
+        memcpy(span, b->dict.links[s->link].span_id, 8);
+        memcpy(trace, b->dict.links[s->link].trace_id, 16);
+    } else {
+        a = fc_attrs_find(b, s->attrs, "span_id");
+        if (a == NULL || a->kind != FC_ATTR_STR ||
+            !parse_hex(fc_str(b, a->v.str), b->dict.str_len[a->v.str], span, 8)) {
+            return false;
+        }
+        a = fc_attrs_find(b, s->attrs, "trace_id");
+        if (a != NULL && a->kind == FC_ATTR_STR) {
+            parse_hex(fc_str(b, a->v.str), b->dict.str_len[a->v.str], trace, 16);
+        }
+    }
+    for (int i = 0; i < 8; i++) {
+        zero = zero && span[i] == 0;
+    }
+    return !zero;
+}
+
+struct span_tree {
+    uint8_t span[8];
+    uint8_t trace[16];
+    struct fc_tree tree;
+};
+
+/* Indexes a group's samples by span: one tree per (span, series, 10 s window). */
+static int write_spans(struct writer *w, struct frames *f, const struct fc_batch *b,
+                       const struct fc_profile *p, const struct group *g, uint32_t t, int64_t scale,
+                       uint32_t series, int64_t window)
+{
+    struct span_tree *spans = NULL;
+    size_t n = 0, cap = 0;
+    int rc = FC_OK;
+
+    for (size_t i = 0; rc == FC_OK && i < g->n; i++) {
+        const struct fc_sample *s = &p->samples[g->samples[i]];
+        int64_t v = fc_sample_value(p, s, t);
+        uint8_t span[8], trace[16];
+        uint32_t depth;
+        size_t j;
+        if (v <= 0 || !sample_span(b, s, span, trace)) {
+            continue;
+        }
+        for (j = 0; j < n && memcmp(spans[j].span, span, 8) != 0; j++) {
+        }
+        if (j == n) {
+            if (n == cap) {
+                cap = cap ? cap * 2 : 8;
+                spans = fc_xrealloc(spans, cap * sizeof(*spans));
+            }
+            memcpy(spans[n].span, span, 8);
+            memcpy(spans[n].trace, trace, 16);
+            fc_tree_init(&spans[n].tree);
+            n++;
+        }
+        if ((rc = sample_path(w, f, b, s, &depth)) == FC_OK) {
+            fc_tree_insert(&spans[j].tree, f->path, depth, v * scale);
+        }
+    }
+    for (size_t j = 0; j < n; j++) {
+        struct key k;
+        static const uint8_t no_trace[16];
+        if (rc == FC_OK) {
+            key_tenant(&k, w->tenant);
+            key_bytes(&k, spans[j].span, 8);
+            key_be32(&k, series);
+            key_be64(&k, (uint64_t)window);
+            rc = merge_value(w, DB_SPAN, &k, &spans[j].tree);
+        }
+        if (rc == FC_OK && memcmp(spans[j].trace, no_trace, 16) != 0) {
+            key_tenant(&k, w->tenant);
+            key_bytes(&k, spans[j].trace, 16);
+            key_bytes(&k, spans[j].span, 8);
+            rc = put_empty(w, DB_TRACE, &k, "", 0);
+        }
+        fc_tree_release(&spans[j].tree);
+    }
+    free(spans);
+    return rc;
+}
+
 static int write_profile(struct writer *w, struct frames *f, const struct fc_batch *b,
                          const struct fc_profile *p)
 {
@@ -640,6 +773,9 @@ static int write_profile(struct writer *w, struct frames *f, const struct fc_bat
             }
             if (rc == FC_OK && fc_tree_total(&tree) > 0) {
                 rc = series_id(w, labels, n, &series);
+                rc = rc ? rc
+                        : write_spans(w, f, b, p, &groups[g], t, scale, series,
+                                      (time_s >= 0 ? time_s / 10 : (time_s - 9) / 10) * 10);
                 for (int level = 0; rc == FC_OK && level < FC_STORE_LEVELS; level++) {
                     int64_t d = level_secs[level];
                     int64_t window = (time_s >= 0 ? time_s / d : (time_s - d + 1) / d) * d;
@@ -964,6 +1100,95 @@ static int begin_read(struct fc_store *s, struct reader *r, const char *tenant,
     return rc ? lmdb_error(err, rc, "read") : FC_OK;
 }
 
+static int cmp_id(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Merges the span entries of one span id, for matched series within the range. */
+static void merge_span(struct reader *r, const uint8_t span[8], const struct idset *ids,
+                       int64_t from_s, int64_t until_s, struct fc_tree *out, uint32_t *merged)
+{
+    struct key k;
+    MDB_cursor *c;
+    MDB_val kv, v;
+
+    key_tenant(&k, r->tenant);
+    key_bytes(&k, span, 8);
+    if (mdb_cursor_open(r->txn, r->s->db[DB_SPAN], &c) != 0) {
+        return;
+    }
+    kv = val(k.b, k.n);
+    for (int g = mdb_cursor_get(c, &kv, &v, MDB_SET_RANGE); g == 0;
+         g = mdb_cursor_get(c, &kv, &v, MDB_NEXT)) {
+        const uint8_t *p = kv.mv_data;
+        uint32_t series;
+        int64_t window;
+        struct fc_tree one;
+        struct fc_error ignored = {0};
+        if (kv.mv_size != k.n + 12 || memcmp(p, k.b, k.n) != 0) {
+            break;
+        }
+        series = be32(p + k.n);
+        window = (int64_t)be64(p + k.n + 4);
+        if (window < from_s || window >= until_s ||
+            bsearch(&series, ids->v, ids->n, sizeof(uint32_t), cmp_id) == NULL ||
+            v.mv_size < NODE_HEADER) {
+            continue;
+        }
+        fc_tree_init(&one);
+        if (fc_tree_decode_merge(&one, (const uint8_t *)v.mv_data + NODE_HEADER,
+                                 v.mv_size - NODE_HEADER, &ignored) == FC_OK) {
+            fc_tree_merge(out, &one);
+            (*merged)++;
+        } else {
+            atomic_fetch_add(&r->s->corrupt, 1);
+        }
+        fc_tree_release(&one);
+    }
+    mdb_cursor_close(c);
+}
+
+/* The span ids of the query: given ones, plus every span recorded for its traces. */
+static void query_spans(struct reader *r, const struct fc_store_query *q, uint8_t (**out)[8],
+                        size_t *n)
+{
+    size_t cap = q->n_span_ids + 16;
+
+    *out = fc_xcalloc(cap, 8);
+    *n = 0;
+    for (size_t i = 0; i < q->n_span_ids; i++) {
+        for (int b = 0; b < 8; b++) {
+            (*out)[*n][b] = (uint8_t)(q->span_ids[i] >> (56 - 8 * b));
+        }
+        (*n)++;
+    }
+    for (size_t t = 0; t < q->n_trace_ids; t++) {
+        struct key k;
+        MDB_cursor *c;
+        MDB_val kv, v;
+        key_tenant(&k, r->tenant);
+        key_bytes(&k, q->trace_ids[t], 16);
+        if (mdb_cursor_open(r->txn, r->s->db[DB_TRACE], &c) != 0) {
+            continue;
+        }
+        kv = val(k.b, k.n);
+        for (int g = mdb_cursor_get(c, &kv, &v, MDB_SET_RANGE); g == 0;
+             g = mdb_cursor_get(c, &kv, &v, MDB_NEXT)) {
+            if (kv.mv_size != k.n + 8 || memcmp(kv.mv_data, k.b, k.n) != 0) {
+                break;
+            }
+            if (*n == cap) {
+                cap *= 2;
+                *out = fc_xrealloc(*out, cap * 8);
+            }
+            memcpy((*out)[(*n)++], (const uint8_t *)kv.mv_data + k.n, 8);
+        }
+        mdb_cursor_close(c);
+    }
+}
+
 int fc_store_select_merge(struct fc_store *s, const struct fc_store_query *q,
                           struct fc_store_result *out, struct fc_store_stats *stats,
                           struct fc_error *err)
@@ -982,11 +1207,23 @@ int fc_store_select_merge(struct fc_store *s, const struct fc_store_query *q,
     rc = match_series(&r, q->selector, true, &ids);
     normalize(q, &from_s, &until_s);
     stats->series = (uint32_t)ids.n;
-    for (size_t i = 0; rc == FC_OK && i < ids.n; i++) {
-        struct merge m = {&r, ids.v[i], &out->tree, 0, FC_OK};
-        cover(&m, q->level0_only ? 0 : FC_STORE_LEVELS - 1, from_s, until_s);
-        stats->nodes_merged += m.merged;
-        rc = m.rc;
+    if (rc == FC_OK && (q->n_span_ids > 0 || q->n_trace_ids > 0)) {
+        /* Span profiles come from the span index, not the segment tree. */
+        uint8_t(*spans)[8];
+        size_t n_spans;
+        query_spans(&r, q, &spans, &n_spans);
+        qsort(ids.v, ids.n, sizeof(uint32_t), cmp_id);
+        for (size_t i = 0; i < n_spans; i++) {
+            merge_span(&r, spans[i], &ids, from_s, until_s, &out->tree, &stats->nodes_merged);
+        }
+        free(spans);
+    } else {
+        for (size_t i = 0; rc == FC_OK && i < ids.n; i++) {
+            struct merge m = {&r, ids.v[i], &out->tree, 0, FC_OK};
+            cover(&m, q->level0_only ? 0 : FC_STORE_LEVELS - 1, from_s, until_s);
+            stats->nodes_merged += m.merged;
+            rc = m.rc;
+        }
     }
     /* Names for the nodes of the answer. */
     out->names = fc_xcalloc(out->tree.n + 1, sizeof(char *));

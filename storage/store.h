@@ -20,6 +20,8 @@
  *   post   tenant 0 h64(name) h64(value) be32(id) -> ""
  *   node   tenant 0 be32(series) u8(level) be64(window start, s)
  *                                              -> le64 total, zstd tree
+ *   span   tenant 0 be64(span id) be32(series) be64(10 s window) -> le64 total, zstd tree
+ *   trace  tenant 0 trace id (16 bytes) be64(span id) -> ""
  *   meta   tenant 0 "sym" | "series"           -> next id
  * Canonical labels: name 0x01 value 0x02 ..., sorted by name.
  */
@@ -64,6 +66,14 @@ struct fc_store_query {
     int64_t from_ns;
     int64_t until_ns;
     bool level0_only; /* benchmarks: merge every 10 s window, as if there were no tree */
+    /*
+     * When either is set, only the samples of these spans (or of every span of
+     * these traces) are merged, from the span index.
+     */
+    const uint64_t *span_ids;
+    size_t n_span_ids;
+    const uint8_t (*trace_ids)[16];
+    size_t n_trace_ids;
 };
 
 struct fc_store_stats {

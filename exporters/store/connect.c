@@ -370,6 +370,7 @@ static bool query_of(struct call *c, const char *type_id, const char *label_sele
                      int64_t start_ms, int64_t end_ms, struct fc_selector *sel,
                      struct fc_store_query *q)
 {
+    memset(q, 0, sizeof(*q));
     if (type_id == NULL || type_id[0] == '\0') {
         fc_errorf(&c->err, FC_EPROTO, "profile_typeID is required");
         return false;
@@ -433,36 +434,80 @@ static void tree_bytes(const struct fc_store_result *r, uint32_t node, struct fc
     }
 }
 
-static void select_merge_stacktraces(struct call *c, const uint8_t *body, size_t len)
+static int hexval(char c)
 {
-    Querier__V1__SelectMergeStacktracesRequest *req =
-        read_request(c, &querier__v1__select_merge_stacktraces_request__descriptor, body, len);
+    return c >= '0' && c <= '9'   ? c - '0'
+           : c >= 'a' && c <= 'f' ? c - 'a' + 10
+           : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                  : -1;
+}
+
+static bool hex_bytes(const char *s, uint8_t *out, size_t n)
+{
+    if (strlen(s) != 2 * n) {
+        return false;
+    }
+    for (size_t i = 0; i < n; i++) {
+        int hi = hexval(s[2 * i]), lo = hexval(s[2 * i + 1]);
+        if (hi < 0 || lo < 0) {
+            return false;
+        }
+        out[i] = (uint8_t)(hi << 4 | lo);
+    }
+    return true;
+}
+
+/* span_selector (16 hex) and trace_id_selector (32 hex) into the query; arena-owned. */
+static bool span_query(struct call *c, char **spans, size_t n_spans, char **traces, size_t n_traces,
+                       struct fc_store_query *q)
+{
+    uint64_t *ids = anew(c, n_spans * sizeof(uint64_t));
+    uint8_t(*tids)[16] = anew(c, n_traces * 16);
+
+    for (size_t i = 0; i < n_spans; i++) {
+        uint8_t b[8];
+        if (!hex_bytes(spans[i], b, 8)) {
+            fc_errorf(&c->err, FC_EPROTO, "span_selector[%zu]: a span id is 16 hex digits", i);
+            return false;
+        }
+        ids[i] = 0;
+        for (int k = 0; k < 8; k++) {
+            ids[i] = ids[i] << 8 | b[k];
+        }
+    }
+    for (size_t i = 0; i < n_traces; i++) {
+        if (!hex_bytes(traces[i], tids[i], 16)) {
+            fc_errorf(&c->err, FC_EPROTO, "trace_id_selector[%zu]: a trace id is 32 hex digits", i);
+            return false;
+        }
+    }
+    q->span_ids = ids;
+    q->n_span_ids = n_spans;
+    q->trace_ids = (const uint8_t(*)[16])tids;
+    q->n_trace_ids = n_traces;
+    return true;
+}
+
+/* The flame graph (or tree bytes) of a query; shared by the stacktraces and span calls. */
+static void stacktraces(struct call *c, struct fc_store_query *q, int64_t max_nodes_req, int format)
+{
     Querier__V1__SelectMergeStacktracesResponse resp =
         QUERIER__V1__SELECT_MERGE_STACKTRACES_RESPONSE__INIT;
     Querier__V1__FlameGraph fg_msg = QUERIER__V1__FLAME_GRAPH__INIT;
-    struct fc_selector sel;
-    struct fc_store_query q;
     struct fc_store_result res;
     struct fc_flamegraph fg;
     struct fc_buf tree;
-    int64_t max_nodes;
+    int64_t max_nodes = max_nodes_req > 0 ? max_nodes_req : c->x->cfg->query.max_nodes;
 
-    if (req == NULL ||
-        !query_of(c, req->profile_typeid, req->label_selector, req->start, req->end, &sel, &q)) {
-        return;
-    }
-    max_nodes = req->max_nodes > 0 ? req->max_nodes : c->x->cfg->query.max_nodes;
     if (max_nodes > 1048576) {
-        fc_selector_release(&sel);
         fc_errorf(&c->err, FC_EPROTO, "max_nodes is above 1048576");
         return;
     }
-    if (!merge(c, &q, &res)) {
-        fc_selector_release(&sel);
+    if (!merge(c, q, &res)) {
         return;
     }
     fc_buf_init(&tree, 0);
-    if (req->format == QUERIER__V1__PROFILE_FORMAT__PROFILE_FORMAT_TREE) {
+    if (format == QUERIER__V1__PROFILE_FORMAT__PROFILE_FORMAT_TREE) {
         if (res.tree.n > 1) {
             tree_bytes(&res, 0, &tree);
         }
@@ -489,6 +534,42 @@ static void select_merge_stacktraces(struct call *c, const uint8_t *body, size_t
     }
     fc_buf_release(&tree);
     fc_store_result_release(&res);
+}
+
+static void select_merge_stacktraces(struct call *c, const uint8_t *body, size_t len)
+{
+    Querier__V1__SelectMergeStacktracesRequest *req =
+        read_request(c, &querier__v1__select_merge_stacktraces_request__descriptor, body, len);
+    struct fc_selector sel;
+    struct fc_store_query q;
+
+    if (req == NULL ||
+        !query_of(c, req->profile_typeid, req->label_selector, req->start, req->end, &sel, &q)) {
+        return;
+    }
+    if (span_query(c, req->span_selector, req->n_span_selector, req->trace_id_selector,
+                   req->n_trace_id_selector, &q)) {
+        stacktraces(c, &q, req->max_nodes, req->format);
+    }
+    fc_selector_release(&sel);
+}
+
+static void select_merge_span_profile(struct call *c, const uint8_t *body, size_t len)
+{
+    Querier__V1__SelectMergeSpanProfileRequest *req =
+        read_request(c, &querier__v1__select_merge_span_profile_request__descriptor, body, len);
+    struct fc_selector sel;
+    struct fc_store_query q;
+
+    if (req == NULL ||
+        !query_of(c, req->profile_typeid, req->label_selector, req->start, req->end, &sel, &q)) {
+        return;
+    }
+    if (req->n_span_selector == 0) {
+        fc_errorf(&c->err, FC_EPROTO, "span_selector is required");
+    } else if (span_query(c, req->span_selector, req->n_span_selector, NULL, 0, &q)) {
+        stacktraces(c, &q, req->max_nodes, req->format);
+    }
     fc_selector_release(&sel);
 }
 
@@ -731,6 +812,8 @@ static void on_connect(void *ctx, const struct fc_http_request *req, struct fc_h
         select_series(&c, body, len);
     } else if (strcmp(method, "Diff") == 0) {
         diff(&c, body, len);
+    } else if (strcmp(method, "SelectMergeSpanProfile") == 0) {
+        select_merge_span_profile(&c, body, len);
     } else {
         fc_errorf(&c.err, FC_ENOTSUP, "%s is not implemented in flamecol", method);
     }

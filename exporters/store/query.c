@@ -228,7 +228,7 @@ static void on_render(void *ctx, const struct fc_http_request *req, struct fc_ht
     const char *max_nodes_s = fc_http_query(req, "maxNodes");
     struct fc_error err = {0};
     struct query q;
-    struct fc_store_query sq;
+    struct fc_store_query sq = {0};
     struct fc_store_result res;
     struct fc_store_stats stats;
     int64_t max_nodes = x->cfg->query.max_nodes;
@@ -432,7 +432,7 @@ static void on_findings(void *ctx, const struct fc_http_request *req, struct fc_
     const char *top_s = fc_http_query(req, "top");
     struct fc_error err = {0};
     struct query q;
-    struct fc_store_query sq;
+    struct fc_store_query sq = {0};
     struct fc_store_result res;
     struct fc_store_stats stats;
     long top = top_s ? strtol(top_s, NULL, 10) : 10;

@@ -378,8 +378,55 @@ class ConnectApiTest(unittest.TestCase):
         self.assertEqual((int(fg["leftTicks"]), int(fg["rightTicks"])), (1080000000, 5350000000))
         self.assertEqual(int(fg["total"]), 1080000000 + 5350000000)
 
+    def test_span_profiles(self):
+        def f(n, payload):
+            return pb_field(n, payload)
+
+        def v(n, x):
+            return pb_varint_field(n, x)
+
+        # pprof: sample_type samples:count; functions main, a, b; three samples:
+        # span ...ab (value 3, trace 4bf9...), span ...cd (value 5), no span (value 7).
+        strings = [b"", b"samples", b"count", b"main", b"a", b"b", b"span_id", b"00000000000000ab",
+                   b"00000000000000cd", b"trace_id", b"4bf92f3577b34da6a3ce929d0e0e4736"]
+        msg = f(1, v(1, 1) + v(2, 2))
+        for fid, name in ((1, 3), (2, 4), (3, 5)):
+            msg += f(5, v(1, fid) + v(2, name))
+            msg += f(4, v(1, fid) + f(4, v(1, fid)))
+        msg += f(2, f(1, bytes([2, 1])) + f(2, bytes([3])) + f(3, v(1, 6) + v(2, 7)) + f(3, v(1, 9) + v(2, 10)))
+        msg += f(2, f(1, bytes([3, 1])) + f(2, bytes([5])) + f(3, v(1, 6) + v(2, 8)))
+        msg += f(2, f(1, bytes([1])) + f(2, bytes([7])))
+        for s_ in strings:
+            msg += f(6, s_)
+        status, _, text = http("POST", self.c.base + "/ingest?name=spansvc&from=1700000000", msg,
+                               {"Content-Type": "application/octet-stream"})
+        self.assertEqual(status, 200, text)
+        status, _, body = connect(self.c, "LabelValues", {"name": "__profile_type__",
+                                                          "matchers": ['{service_name="spansvc"}']})
+        t = body["names"][0]
+        end = str(int(time.time() * 1000))
+        base = {"profileTypeID": t, "labelSelector": '{service_name="spansvc"}', "start": "0", "end": end}
+        totals = {}
+        for name, extra in (("ab", {"spanSelector": ["00000000000000ab"]}),
+                            ("cd", {"spanSelector": ["00000000000000cd"]}),
+                            ("both", {"spanSelector": ["00000000000000ab", "00000000000000cd"]}),
+                            ("none", {"spanSelector": ["00000000000000ef"]})):
+            status, _, body = connect(self.c, "SelectMergeSpanProfile", dict(base, **extra))
+            self.assertEqual(status, 200, body)
+            totals[name] = int(body.get("flamegraph", {}).get("total", 0))
+        self.assertEqual(totals, {"ab": 3, "cd": 5, "both": 8, "none": 0})
+        # The whole profile, and the trace route through SelectMergeStacktraces.
+        status, _, body = connect(self.c, "SelectMergeStacktraces", base)
+        self.assertEqual(int(body["flamegraph"]["total"]), 15)
+        status, _, body = connect(self.c, "SelectMergeStacktraces",
+                                  dict(base, traceIdSelector=["4bf92f3577b34da6a3ce929d0e0e4736"]))
+        self.assertEqual(int(body["flamegraph"]["total"]), 3)
+        status, _, body = connect(self.c, "SelectMergeSpanProfile", dict(base, spanSelector=["xyz"]))
+        self.assertEqual(status, 400)
+        self.assertIn("16 hex digits", body["message"])
+
     def test_unimplemented_and_bad_requests(self):
-        status, _, body = connect(self.c, "SelectMergeSpanProfile", {})
+        status, _, body = connect(self.c, "SelectHeatmap", {})
         self.assertEqual((status, body["code"]), (501, "unimplemented"))
         status, _, body = connect(self.c, "SelectMergeStacktraces", {"labelSelector": "{}"})
         self.assertEqual(status, 400)

@@ -273,7 +273,7 @@ static void test_oracle(void **state)
         char text[512];
         struct fc_selector sel;
         struct fc_error err = {0};
-        struct fc_store_query query;
+        struct fc_store_query query = {0};
         struct fc_store_result res;
         struct fc_store_stats stats;
         struct folded got = {0}, want = {0};
