@@ -12,6 +12,7 @@
 #include <lmdb.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -223,6 +224,117 @@ void fc_store_close(struct fc_store *s)
     }
     free(s->path);
     free(s);
+}
+
+/* Node keys: tenant 0 be32(series) u8(level) be64(window); tenants hold no 0 byte. */
+static bool node_key_parts(const MDB_val *kv, int *level, int64_t *window)
+{
+    const uint8_t *p = kv->mv_data;
+    const uint8_t *zero = memchr(p, 0, kv->mv_size);
+
+    if (zero == NULL || (size_t)(zero - p) + 1 + 13 != kv->mv_size) {
+        return false;
+    }
+    *level = zero[5];
+    *window = (int64_t)be64(zero + 6);
+    return *level < FC_STORE_LEVELS;
+}
+
+int fc_store_delete_before(struct fc_store *s, int64_t cutoff_s, uint64_t *deleted,
+                           struct fc_error *err)
+{
+    MDB_txn *txn;
+    MDB_cursor *c;
+    MDB_val kv, v;
+    int rc = mdb_txn_begin(s->env, NULL, 0, &txn);
+
+    *deleted = 0;
+    if (rc != 0) {
+        return lmdb_error(err, rc, "retention");
+    }
+    if ((rc = mdb_cursor_open(txn, s->db[DB_NODE], &c)) == 0) {
+        for (int g = mdb_cursor_get(c, &kv, &v, MDB_FIRST); g == 0;
+             g = mdb_cursor_get(c, &kv, &v, MDB_NEXT)) {
+            int level;
+            int64_t window;
+            if (node_key_parts(&kv, &level, &window) && window + level_secs[level] <= cutoff_s &&
+                mdb_cursor_del(c, 0) == 0) {
+                (*deleted)++;
+            }
+        }
+        mdb_cursor_close(c);
+    }
+    if (rc == 0 && (rc = mdb_cursor_open(txn, s->db[DB_SPAN], &c)) == 0) {
+        for (int g = mdb_cursor_get(c, &kv, &v, MDB_FIRST); g == 0;
+             g = mdb_cursor_get(c, &kv, &v, MDB_NEXT)) {
+            const uint8_t *zero = memchr(kv.mv_data, 0, kv.mv_size);
+            if (zero != NULL && (size_t)(zero - (const uint8_t *)kv.mv_data) + 21 == kv.mv_size &&
+                (int64_t)be64(zero + 13) + 10 <= cutoff_s && mdb_cursor_del(c, 0) == 0) {
+                (*deleted)++;
+            }
+        }
+        mdb_cursor_close(c);
+    }
+    if (rc != 0) {
+        mdb_txn_abort(txn);
+        return lmdb_error(err, rc, "retention");
+    }
+    rc = mdb_txn_commit(txn);
+    return rc ? lmdb_error(err, rc, "retention") : FC_OK;
+}
+
+int64_t fc_store_oldest(struct fc_store *s)
+{
+    MDB_txn *txn;
+    MDB_cursor *c;
+    MDB_val kv, v;
+    int64_t oldest = INT64_MAX;
+
+    if (mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn) != 0) {
+        return oldest;
+    }
+    if (mdb_cursor_open(txn, s->db[DB_NODE], &c) == 0) {
+        for (int g = mdb_cursor_get(c, &kv, &v, MDB_FIRST); g == 0;
+             g = mdb_cursor_get(c, &kv, &v, MDB_NEXT)) {
+            int level;
+            int64_t window;
+            if (node_key_parts(&kv, &level, &window) && level == 0 && window < oldest) {
+                oldest = window;
+            }
+        }
+        mdb_cursor_close(c);
+    }
+    mdb_txn_abort(txn);
+    return oldest;
+}
+
+int64_t fc_store_used_bytes(struct fc_store *s)
+{
+    MDB_envinfo info;
+    MDB_stat st;
+    MDB_txn *txn;
+    MDB_cursor *c;
+    MDB_val kv, v;
+    uint64_t free_pages = 0;
+
+    if (mdb_env_info(s->env, &info) != 0 || mdb_env_stat(s->env, &st) != 0 ||
+        mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn) != 0) {
+        return 0;
+    }
+    /* The free list is database 0; each value is a page list whose first word is its length. */
+    if (mdb_cursor_open(txn, 0, &c) == 0) {
+        for (int g = mdb_cursor_get(c, &kv, &v, MDB_FIRST); g == 0;
+             g = mdb_cursor_get(c, &kv, &v, MDB_NEXT)) {
+            size_t count;
+            if (v.mv_size >= sizeof(size_t)) {
+                memcpy(&count, v.mv_data, sizeof(size_t));
+                free_pages += count;
+            }
+        }
+        mdb_cursor_close(c);
+    }
+    mdb_txn_abort(txn);
+    return (int64_t)(((uint64_t)info.me_last_pgno + 1 - free_pages) * st.ms_psize);
 }
 
 uint64_t fc_store_corrupt_windows(struct fc_store *s)

@@ -123,6 +123,18 @@ int fc_store_label_values(struct fc_store *s, const char *tenant, const char *na
                           size_t *n, struct fc_error *err);
 void fc_store_strings_free(char **v, size_t n);
 
+/*
+ * Retention: deletes every window (any level, any tenant) that ends before
+ * cutoff_s, and span entries of 10 s windows before it. Freed pages are
+ * reused by later writes. Returns the number of entries deleted.
+ */
+int fc_store_delete_before(struct fc_store *s, int64_t cutoff_s, uint64_t *deleted,
+                           struct fc_error *err);
+/* The start of the oldest 10 s window stored (any tenant), or INT64_MAX when empty. */
+int64_t fc_store_oldest(struct fc_store *s);
+/* Bytes of database pages in use (the file's pages minus the free list). */
+int64_t fc_store_used_bytes(struct fc_store *s);
+
 /* Windows skipped by queries because their tree did not decode (logged once). */
 uint64_t fc_store_corrupt_windows(struct fc_store *s);
 

@@ -13,10 +13,12 @@
 #include "core/log.h"
 #include "core/mem.h"
 #include "core/metrics.h"
+#include "core/timeutil.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define OFF(f) offsetof(struct store_config, f)
 
@@ -32,10 +34,13 @@ static const struct fc_field query_fields[] = {
 
 static const struct fc_field store_fields[] = {
     {"path", FC_FIELD_STR, "./data", OFF(path), "directory of the database (created if missing)"},
-    {"retention", FC_FIELD_DURATION, "0", OFF(retention),
-     "not enforced yet: must be 0 (keep everything) until retention lands"},
+    {"retention", FC_FIELD_DURATION, "30d", OFF(retention),
+     "windows older than this are deleted, finest first as their end passes (0 = keep all)"},
+    {"retention_interval", FC_FIELD_DURATION, "1m", OFF(retention_interval),
+     "how often retention runs"},
     {"max_size", FC_FIELD_SIZE, "0", OFF(max_size),
-     "the database may not grow past this; writes beyond it fail (0 = 64 GiB)"},
+     "past 90% of this the oldest data is deleted, hour by hour, down to 80% (0 = no limit; "
+     "the database can never grow past it)"},
     {"sync", FC_FIELD_ENUM, "batch", OFF(sync),
      "`batch`: requests arriving together share one fsync before any is acknowledged; "
      "`always`: one fsync per request; `none`: left to the OS (unsafe on power loss)",
@@ -50,10 +55,8 @@ static int store_create(struct fc_exporter *self, struct fc_error *err)
     struct store_exporter *x;
     char labels[256];
 
-    if (cfg->retention != 0) {
-        /* Refused rather than ignored: nobody should believe old data is being deleted. */
-        return fc_errorf(err, FC_ECONFIG,
-                         "retention is not implemented yet; remove it (data is kept)");
+    if (cfg->retention < 0 || cfg->retention_interval <= 0) {
+        return fc_errorf(err, FC_ECONFIG, "retention must be >= 0 and retention_interval > 0");
     }
     if (cfg->path[0] == '\0') {
         return fc_errorf(err, FC_ECONFIG, "path must not be empty");
@@ -78,8 +81,52 @@ static int store_create(struct fc_exporter *self, struct fc_error *err)
     x->corrupt =
         fc_metrics_counter("flamecol_store_corrupt_windows_total", labels,
                            "Stored windows skipped by queries because they did not decode.");
+    x->used_bytes = fc_metrics_gauge("flamecol_store_used_bytes", labels,
+                                     "Bytes of database pages holding data (free pages excluded).");
+    x->retention_deleted = fc_metrics_counter("flamecol_store_retention_deleted_total", labels,
+                                              "Windows deleted by retention (age or size).");
     self->ctx = x;
     return FC_OK;
+}
+
+/* Age, then size: runs on the writer thread, between commits. */
+static void retention_pass(struct store_exporter *x)
+{
+    struct fc_error err = {0};
+    uint64_t deleted = 0, total = 0;
+    int64_t now_s = fc_now_ns() / 1000000000LL;
+
+    if (x->cfg->retention > 0 &&
+        fc_store_delete_before(x->store, now_s - x->cfg->retention / 1000000000LL, &deleted,
+                               &err) == FC_OK) {
+        total += deleted;
+    }
+    if (x->cfg->max_size > 0) {
+        int64_t high = x->cfg->max_size / 10 * 9, low = x->cfg->max_size / 10 * 8;
+        int64_t used = fc_store_used_bytes(x->store);
+        int64_t cutoff = fc_store_oldest(x->store);
+        /* Oldest first, an hour at a time, until back under 80%. */
+        while (used > high && cutoff != INT64_MAX && cutoff < now_s) {
+            cutoff += 3600;
+            if (fc_store_delete_before(x->store, cutoff, &deleted, &err) != FC_OK) {
+                break;
+            }
+            total += deleted;
+            used = fc_store_used_bytes(x->store);
+            if (used <= low) {
+                break;
+            }
+        }
+    }
+    if (err.code != FC_OK) {
+        fc_log_error(x->self->id, "retention: %s", err.msg);
+    }
+    if (total > 0) {
+        fc_metric_add(x->retention_deleted, (int64_t)total);
+        fc_log_info(x->self->id, "retention deleted %llu windows", (unsigned long long)total);
+    }
+    fc_metric_set(x->disk_bytes, fc_store_disk_bytes(x->store));
+    fc_metric_set(x->used_bytes, fc_store_used_bytes(x->store));
 }
 
 static void *writer_main(void *arg)
@@ -92,7 +139,24 @@ static void *writer_main(void *arg)
         struct pending *items[256];
         size_t n = 0;
         while (x->head == NULL && !x->stopping) {
-            pthread_cond_wait(&x->wake, &x->lock);
+            struct timespec until;
+            int64_t due = x->next_retention_ns - fc_now_mono_ns();
+            if (due <= 0) {
+                pthread_mutex_unlock(&x->lock);
+                retention_pass(x);
+                pthread_mutex_lock(&x->lock);
+                x->next_retention_ns = fc_now_mono_ns() + x->cfg->retention_interval;
+                continue;
+            }
+            /* A timed wait: retention runs even when nothing is written. */
+            clock_gettime(CLOCK_REALTIME, &until);
+            until.tv_sec += (time_t)(due / 1000000000LL);
+            until.tv_nsec += (long)(due % 1000000000LL);
+            if (until.tv_nsec >= 1000000000L) {
+                until.tv_sec++;
+                until.tv_nsec -= 1000000000L;
+            }
+            pthread_cond_timedwait(&x->wake, &x->lock, &until);
         }
         if (x->head == NULL && x->stopping) {
             break;
@@ -147,11 +211,13 @@ static int store_start(struct fc_exporter *self, struct fc_host *host, struct fc
     if (srv == NULL || store_query_routes(x, srv, err) != FC_OK) {
         return fc_error_wrap(err, "query");
     }
+    x->next_retention_ns = fc_now_mono_ns(); /* a first pass at start */
     if (pthread_create(&x->writer, NULL, writer_main, x) != 0) {
         return fc_errorf(err, FC_EIO, "cannot start the writer thread");
     }
     x->writer_started = true;
     fc_metric_set(x->disk_bytes, fc_store_disk_bytes(x->store));
+    fc_metric_set(x->used_bytes, fc_store_used_bytes(x->store));
     fc_log_info(self->id, "store at %s (sync %s)", x->cfg->path,
                 x->cfg->sync == FC_SYNC_BATCH    ? "batch"
                 : x->cfg->sync == FC_SYNC_ALWAYS ? "always"

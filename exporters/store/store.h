@@ -13,6 +13,7 @@
 struct store_config {
     const char *path;
     int64_t retention;
+    int64_t retention_interval;
     int64_t max_size;
     int sync; /* enum fc_store_sync, in the order of the schema's choices */
     struct {
@@ -47,6 +48,9 @@ struct store_exporter {
     _Atomic int64_t *disk_bytes;
     _Atomic int64_t *commits;
     _Atomic int64_t *corrupt;
+    _Atomic int64_t *used_bytes;
+    _Atomic int64_t *retention_deleted;
+    int64_t next_retention_ns; /* CLOCK_MONOTONIC */
 };
 
 int store_query_routes(struct store_exporter *x, struct fc_http_server *srv, struct fc_error *err);

@@ -22,6 +22,8 @@ exporters:
   store:
     path: {dir}/data
     sync: {sync}
+    retention: {retention}
+    retention_interval: 200ms
     query:
       endpoint: 127.0.0.1:{port}
       max_query_length: 0
@@ -57,7 +59,7 @@ def render(c, query, tenant=None, **params):
 class StoreApiTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.c = Collector(STORE_PIPELINE.replace("{sync}", "batch"))
+        cls.c = Collector(STORE_PIPELINE.replace("{sync}", "batch").replace("{retention}", "0"))
         cls.c.wait_ready()
         cls.files = corpus_files()
         for i, name in enumerate(cls.files):
@@ -438,6 +440,31 @@ class ConnectApiTest(unittest.TestCase):
         self.assertEqual(status, 415)
 
 
+class RetentionTest(unittest.TestCase):
+    def test_old_windows_go_recent_stay(self):
+        c = Collector(STORE_PIPELINE.replace("{sync}", "batch").replace("{retention}", "1h"))
+        t = "process_cpu:cpu:nanoseconds:cpu:nanoseconds"
+        with c:
+            now = int(time.time())
+            for name, when in (("old", now - 3 * 3600), ("new", now - 60)):
+                status, _, text = http("POST", c.base + "/ingest?name=%s.cpu&from=%d&until=%d"
+                                       % (name, when, when + 10), b"main;work 5")
+                self.assertEqual(status, 200, text)
+            deadline = time.monotonic() + 20
+            old = None
+            while time.monotonic() < deadline:
+                old = flamebearer_flat(json.loads(render(c, t + '{service_name="old"}')[2]))[0]
+                if old == 0:
+                    break
+                time.sleep(0.1)  # polling for the retention pass, not a fixed wait
+            self.assertEqual(old, 0)
+            new = flamebearer_flat(json.loads(render(c, t + '{service_name="new"}')[2]))[0]
+            self.assertEqual(new, 5 * 10000000)
+            self.assertGreater(c.metric("flamecol_store_retention_deleted_total", 'exporter="store"'), 0)
+            self.assertGreater(c.metric("flamecol_store_used_bytes", 'exporter="store"'), 0)
+            self.assertEqual(c.stop(), 0, c.log())
+
+
 class CrashTest(unittest.TestCase):
     def test_acknowledged_pushes_survive_sigkill(self):
         base = tempfile.mkdtemp(prefix="flamecol-crash-")
@@ -447,7 +474,7 @@ class CrashTest(unittest.TestCase):
         t = "process_cpu:cpu:nanoseconds:cpu:nanoseconds"
         tick = 10000000
         for round_ in range(3):
-            text = STORE_PIPELINE.replace("{sync}", "batch").replace("{dir}", base)
+            text = STORE_PIPELINE.replace("{sync}", "batch").replace("{retention}", "0").replace("{dir}", base)
             c = Collector(text)
             c.wait_ready()
             deadline = time.monotonic() + random.uniform(0.3, 0.8)
@@ -464,7 +491,7 @@ class CrashTest(unittest.TestCase):
             os.kill(c.proc.pid, signal.SIGKILL)
             c.proc.wait()
             c.stderr.close()
-        c = Collector(STORE_PIPELINE.replace("{sync}", "batch").replace("{dir}", base))
+        c = Collector(STORE_PIPELINE.replace("{sync}", "batch").replace("{retention}", "0").replace("{dir}", base))
         with c:
             status, _, body = http("GET", c.base + "/pyroscope/label-values?label=service_name")
             stored = set(json.loads(body))

@@ -425,6 +425,61 @@ static void test_corrupt_window_is_skipped(void **state)
     fc_batch_unref(b);
 }
 
+static void test_retention_deletes_old_windows_and_frees_pages(void **state)
+{
+    char sub[128];
+    struct fc_store_options o = {0};
+    struct fc_store *s2;
+    struct fc_error err = {0};
+    struct fc_selector sel;
+    struct fc_store_query q = {0};
+    struct fc_store_result res;
+    struct fc_store_stats stats;
+    int64_t used_before, used_after, recent_before;
+    uint64_t deleted = 0;
+    const int64_t later = BASE + 40 * 86400;
+
+    (void)state;
+    snprintf(sub, sizeof(sub), "%s/retention", dir);
+    o.path = sub;
+    o.sync = FC_SYNC_NONE;
+    assert_int_equal(fc_store_open(&o, &s2, &err), FC_OK);
+    for (int i = 0; i < 40; i++) {
+        struct fc_batch *b = load("go-1s-cpu.pb.gz", i % 2, (i < 20 ? BASE : later) + i * 10, "r");
+        assert_int_equal(fc_store_write(s2, &b, 1, &err), FC_OK);
+        fc_batch_unref(b);
+    }
+    assert_int_equal(fc_selector_parse("process_cpu:cpu:nanoseconds:cpu:nanoseconds{}", &sel, &err),
+                     FC_OK);
+    q.tenant = "r";
+    q.selector = &sel;
+    q.from_ns = (later - 60) * 1000000000LL;
+    q.until_ns = (later + 86400) * 1000000000LL;
+    assert_int_equal(fc_store_select_merge(s2, &q, &res, &stats, &err), FC_OK);
+    recent_before = fc_tree_total(&res.tree);
+    fc_store_result_release(&res);
+    assert_int_equal(fc_store_oldest(s2), BASE);
+    used_before = fc_store_used_bytes(s2);
+    /* Everything ending 35 days after BASE goes; the later 20 profiles stay. */
+    assert_int_equal(fc_store_delete_before(s2, BASE + 35 * 86400, &deleted, &err), FC_OK);
+    assert_true(deleted > 0);
+    used_after = fc_store_used_bytes(s2);
+    assert_true(used_after < used_before);
+    q.from_ns = (BASE - 60) * 1000000000LL;
+    q.until_ns = (BASE + 3600) * 1000000000LL;
+    assert_int_equal(fc_store_select_merge(s2, &q, &res, &stats, &err), FC_OK);
+    assert_int_equal(fc_tree_total(&res.tree), 0);
+    fc_store_result_release(&res);
+    q.from_ns = (later - 60) * 1000000000LL;
+    q.until_ns = (later + 86400) * 1000000000LL;
+    assert_int_equal(fc_store_select_merge(s2, &q, &res, &stats, &err), FC_OK);
+    assert_int_equal(fc_tree_total(&res.tree), recent_before);
+    fc_store_result_release(&res);
+    assert_true(fc_store_oldest(s2) >= later);
+    fc_selector_release(&sel);
+    fc_store_close(s2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -432,6 +487,7 @@ int main(void)
         cmocka_unit_test(test_tenants_do_not_mix),
         cmocka_unit_test(test_selector_errors),
         cmocka_unit_test(test_corrupt_window_is_skipped),
+        cmocka_unit_test(test_retention_deletes_old_windows_and_frees_pages),
     };
     return cmocka_run_group_tests_name("store", tests, setup, teardown);
 }
