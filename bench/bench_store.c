@@ -212,6 +212,10 @@ int main(int argc, char **argv)
         fc_selector_release(&sel);
     }
     fc_store_close(store);
+    if (getenv("FC_BENCH_KEEP") != NULL) {
+        printf("kept the database in %s\n", dir); /* FC_BENCH_KEEP: for inspection */
+        return 0;
+    }
     {
         char cmd[128];
         snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);

@@ -6,6 +6,7 @@
 #include "core/mem.h"
 #include "core/timeutil.h"
 #include "formats/folded.h"
+#include "formats/pb.h"
 #include "formats/pyroscope.h"
 
 #include <errno.h>
@@ -18,6 +19,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <xxhash.h>
+#include <zstd.h>
 
 enum {
     DB_SYM,
@@ -31,17 +33,27 @@ enum {
     DB_META,
     DB_SPAN,
     DB_TRACE,
+    DB_BASE,
+    DB_SBASE,
     N_DBS
 };
 
-static const char *const db_names[N_DBS] = {"sym",  "symid", "series", "sid",  "ln",   "lv",
-                                            "post", "node",  "meta",   "span", "trace"};
+static const char *const db_names[N_DBS] = {"sym",   "symid", "series", "sid",  "ln",
+                                            "lv",    "post",  "node",   "meta", "span",
+                                            "trace", "base",  "sbase"};
 
-/* A node value: the window's total (8 bytes, little-endian), then the zstd tree. */
+/*
+ * A node value packs the window of every series of one base series (the
+ * profile's labels and type, before sample labels split it):
+ *   le32 header length | header: uvarint n, n x (uvarint series, uvarint total,
+ *   uvarint raw length) | one zstd frame of the n raw trees, in header order.
+ * Totals are readable without decompressing; similar trees compress together.
+ * A span entry is le64 total followed by a zstd tree.
+ */
 #define NODE_HEADER 8
 
 /* The on-disk format; a store written by another format is refused, never misread. */
-#define FORMAT_VERSION 2
+#define FORMAT_VERSION 3
 static const char format_key[] = "\0format";
 
 static const int64_t level_secs[FC_STORE_LEVELS] = {10,     100,     1000,    10000,
@@ -430,7 +442,49 @@ static int put_empty(struct writer *w, int db, struct key *k, const void *data, 
 }
 
 /* The id of the series with these labels (sorted, unique names), made when new. */
-static int series_id(struct writer *w, const struct label *labels, size_t n, uint32_t *id)
+static void canonical(const struct label *labels, size_t n, struct fc_buf *canon)
+{
+    for (size_t i = 0; i < n; i++) {
+        fc_buf_puts(canon, labels[i].name);
+        fc_buf_append(canon, "\x01", 1);
+        fc_buf_puts(canon, labels[i].value);
+        fc_buf_append(canon, "\x02", 1);
+    }
+}
+
+/*
+ * The id of a base series (the profile's labels and type, before sample
+ * labels split it): where its series' windows are packed together. Bases
+ * are not in the label index; queries reach them through their series.
+ */
+static int base_id(struct writer *w, const struct label *labels, size_t n, uint32_t *id)
+{
+    struct fc_buf canon;
+    struct key k;
+    MDB_val kv, v;
+    int rc;
+
+    fc_buf_init(&canon, 0);
+    canonical(labels, n, &canon);
+    key_tenant(&k, w->tenant);
+    key_h128(&k, canon.data ? (const char *)canon.data : "", canon.len);
+    fc_buf_release(&canon);
+    kv = val(k.b, k.n);
+    if (mdb_get(w->txn, w->s->db[DB_BASE], &kv, &v) == 0 && v.mv_size == 4) {
+        *id = be32(v.mv_data);
+        return FC_OK;
+    }
+    rc = next_id(w, "base", id);
+    if (rc == FC_OK) {
+        uint8_t be[4] = {(uint8_t)(*id >> 24), (uint8_t)(*id >> 16), (uint8_t)(*id >> 8),
+                         (uint8_t)*id};
+        rc = put_empty(w, DB_BASE, &k, be, 4);
+    }
+    return rc;
+}
+
+static int series_id(struct writer *w, const struct label *labels, size_t n, uint32_t base,
+                     uint32_t *id)
 {
     struct fc_buf canon;
     struct key k;
@@ -438,12 +492,7 @@ static int series_id(struct writer *w, const struct label *labels, size_t n, uin
     int rc = FC_OK;
 
     fc_buf_init(&canon, 0);
-    for (size_t i = 0; i < n; i++) {
-        fc_buf_puts(&canon, labels[i].name);
-        fc_buf_append(&canon, "\x01", 1);
-        fc_buf_puts(&canon, labels[i].value);
-        fc_buf_append(&canon, "\x02", 1);
-    }
+    canonical(labels, n, &canon);
     key_tenant(&k, w->tenant);
     key_h128(&k, canon.data ? (const char *)canon.data : "", canon.len);
     kv = val(k.b, k.n);
@@ -457,10 +506,13 @@ static int series_id(struct writer *w, const struct label *labels, size_t n, uin
         struct key idk;
         uint8_t be[4] = {(uint8_t)(*id >> 24), (uint8_t)(*id >> 16), (uint8_t)(*id >> 8),
                          (uint8_t)*id};
+        uint8_t bb[4] = {(uint8_t)(base >> 24), (uint8_t)(base >> 16), (uint8_t)(base >> 8),
+                         (uint8_t)base};
         rc = put_empty(w, DB_SERIES, &k, be, 4);
         key_tenant(&idk, w->tenant);
         key_be32(&idk, *id);
         rc = rc ? rc : put_empty(w, DB_SID, &idk, canon.data, canon.len);
+        rc = rc ? rc : put_empty(w, DB_SBASE, &idk, bb, 4);
     }
     /* The label index: names, values per name, and series per (name, value). */
     for (size_t i = 0; rc == FC_OK && i < n; i++) {
@@ -480,16 +532,16 @@ static int series_id(struct writer *w, const struct label *labels, size_t n, uin
     return rc;
 }
 
-static void node_key(struct key *k, const char *tenant, uint32_t series, int level, int64_t window)
+static void node_key(struct key *k, const char *tenant, uint32_t base, int level, int64_t window)
 {
     key_tenant(k, tenant);
-    key_be32(k, series);
+    key_be32(k, base);
     k->b[k->n++] = (uint8_t)level;
     key_be64(k, (uint64_t)window);
 }
 
-/* Merges add into the tree stored under key k of db (a node or a span entry). */
-static int merge_value(struct writer *w, int db, const struct key *k, const struct fc_tree *add)
+/* Merges add into the tree stored under key k of the span index. */
+static int merge_span_value(struct writer *w, const struct key *k, const struct fc_tree *add)
 {
     MDB_val kv, v;
     struct fc_tree t;
@@ -500,7 +552,7 @@ static int merge_value(struct writer *w, int db, const struct key *k, const stru
     kv = val(k->b, k->n);
     fc_tree_init(&t);
     fc_buf_init(&enc, 0);
-    if (mdb_get(w->txn, w->s->db[db], &kv, &v) == 0 &&
+    if (mdb_get(w->txn, w->s->db[DB_SPAN], &kv, &v) == 0 &&
         (v.mv_size < NODE_HEADER ||
          fc_tree_decode_merge(&t, (const uint8_t *)v.mv_data + NODE_HEADER, v.mv_size - NODE_HEADER,
                               w->err) != FC_OK)) {
@@ -514,21 +566,222 @@ static int merge_value(struct writer *w, int db, const struct key *k, const stru
     rc = fc_tree_encode(&t, &enc);
     if (rc == FC_OK) {
         v = val(enc.data, enc.len);
-        rc = mdb_put(w->txn, w->s->db[db], &kv, &v, 0);
-        rc = rc ? lmdb_error(w->err, rc, db_names[db]) : FC_OK;
+        rc = mdb_put(w->txn, w->s->db[DB_SPAN], &kv, &v, 0);
+        rc = rc ? lmdb_error(w->err, rc, "span") : FC_OK;
     }
     fc_tree_release(&t);
     fc_buf_release(&enc);
     return rc;
 }
 
-static int merge_window(struct writer *w, uint32_t series, int level, int64_t window,
-                        const struct fc_tree *add)
+/* One series' tree inside a packed window. */
+struct part {
+    uint32_t series;
+    struct fc_tree tree;
+};
+
+struct parts {
+    struct part *v;
+    uint32_t n, cap;
+};
+
+static struct fc_tree *part_of(struct parts *ps, uint32_t series)
+{
+    for (uint32_t i = 0; i < ps->n; i++) {
+        if (ps->v[i].series == series) {
+            return &ps->v[i].tree;
+        }
+    }
+    if (ps->n == ps->cap) {
+        ps->cap = ps->cap ? ps->cap * 2 : 8;
+        ps->v = fc_xrealloc(ps->v, ps->cap * sizeof(*ps->v));
+    }
+    ps->v[ps->n].series = series;
+    fc_tree_init(&ps->v[ps->n].tree);
+    return &ps->v[ps->n++].tree;
+}
+
+static void parts_release(struct parts *ps)
+{
+    for (uint32_t i = 0; i < ps->n; i++) {
+        fc_tree_release(&ps->v[i].tree);
+    }
+    free(ps->v);
+    memset(ps, 0, sizeof(*ps));
+}
+
+/* The header of a packed value: entries without decompressing the frame. */
+struct packed {
+    uint32_t n;
+    uint32_t *series;
+    int64_t *totals;
+    uint64_t *raw_lens;
+    const uint8_t *frame;
+    size_t frame_len;
+};
+
+static void packed_release(struct packed *p)
+{
+    free(p->series);
+    free(p->totals);
+    free(p->raw_lens);
+    memset(p, 0, sizeof(*p));
+}
+
+static bool packed_parse(const uint8_t *data, size_t len, struct packed *p)
+{
+    uint32_t hlen;
+    struct fc_pb r;
+    uint64_t n;
+
+    memset(p, 0, sizeof(*p));
+    if (len < 4) {
+        return false;
+    }
+    memcpy(&hlen, data, 4);
+    if (hlen > len - 4) {
+        return false;
+    }
+    fc_pb_init(&r, data + 4, hlen);
+    if (fc_pb_varint(&r, &n) != 0 || n > hlen) {
+        return false;
+    }
+    p->n = (uint32_t)n;
+    p->series = fc_xcalloc(n + 1, sizeof(uint32_t));
+    p->totals = fc_xcalloc(n + 1, sizeof(int64_t));
+    p->raw_lens = fc_xcalloc(n + 1, sizeof(uint64_t));
+    for (uint64_t i = 0; i < n; i++) {
+        uint64_t sid, total;
+        if (fc_pb_varint(&r, &sid) != 0 || fc_pb_varint(&r, &total) != 0 ||
+            fc_pb_varint(&r, &p->raw_lens[i]) != 0 || sid > UINT32_MAX) {
+            packed_release(p);
+            return false;
+        }
+        p->series[i] = (uint32_t)sid;
+        p->totals[i] = (int64_t)total;
+    }
+    p->frame = data + 4 + hlen;
+    p->frame_len = len - 4 - hlen;
+    return true;
+}
+
+/*
+ * Decodes the trees of a packed value whose series `want` accepts (NULL =
+ * all) into ps. Returns false when the value is corrupt.
+ */
+static bool packed_decode(const uint8_t *data, size_t len, bool (*want)(void *ctx, uint32_t series),
+                          void *ctx, struct parts *ps)
+{
+    struct packed p;
+    unsigned long long size;
+    uint8_t *raw;
+    size_t off = 0;
+    bool ok = true;
+    bool any = false;
+
+    if (!packed_parse(data, len, &p)) {
+        return false;
+    }
+    for (uint32_t i = 0; i < p.n && !any; i++) {
+        any = want == NULL || want(ctx, p.series[i]);
+    }
+    if (!any) {
+        packed_release(&p);
+        return true; /* nothing wanted here: no decompression */
+    }
+    size = ZSTD_getFrameContentSize(p.frame, p.frame_len);
+    if (size == ZSTD_CONTENTSIZE_ERROR || size == ZSTD_CONTENTSIZE_UNKNOWN || size > (1u << 30)) {
+        packed_release(&p);
+        return false;
+    }
+    raw = fc_xmalloc(size ? size : 1);
+    if (ZSTD_isError(ZSTD_decompress(raw, size, p.frame, p.frame_len))) {
+        free(raw);
+        packed_release(&p);
+        return false;
+    }
+    for (uint32_t i = 0; i < p.n && ok; i++) {
+        if (p.raw_lens[i] > size - off) {
+            ok = false;
+            break;
+        }
+        if (want == NULL || want(ctx, p.series[i])) {
+            ok = fc_tree_decode_raw_merge(part_of(ps, p.series[i]), raw + off,
+                                          (size_t)p.raw_lens[i]) == FC_OK;
+        }
+        off += (size_t)p.raw_lens[i];
+    }
+    free(raw);
+    packed_release(&p);
+    return ok;
+}
+
+static int packed_encode(const struct parts *ps, struct fc_buf *out)
+{
+    struct fc_buf header, raw;
+    uint32_t hlen;
+    size_t bound, n;
+    int rc;
+
+    fc_buf_init(&header, 0);
+    fc_buf_init(&raw, 0);
+    fc_pb_put_varint(&header, ps->n);
+    for (uint32_t i = 0; i < ps->n; i++) {
+        size_t before = raw.len;
+        fc_tree_encode_raw(&ps->v[i].tree, &raw);
+        fc_pb_put_varint(&header, ps->v[i].series);
+        fc_pb_put_varint(&header, (uint64_t)fc_tree_total(&ps->v[i].tree));
+        fc_pb_put_varint(&header, raw.len - before);
+    }
+    hlen = (uint32_t)header.len;
+    fc_buf_append(out, &hlen, 4);
+    fc_buf_append(out, header.data, header.len);
+    bound = ZSTD_compressBound(raw.len);
+    rc = fc_buf_reserve(out, bound);
+    if (rc == FC_OK) {
+        n = ZSTD_compress(out->data + out->len, bound, raw.data ? raw.data : (const uint8_t *)"",
+                          raw.len, 3);
+        if (ZSTD_isError(n)) {
+            rc = FC_EIO;
+        } else {
+            out->len += n;
+        }
+    }
+    fc_buf_release(&header);
+    fc_buf_release(&raw);
+    return rc;
+}
+
+/* Merges the new parts into the packed window (base, level, start), once per commit. */
+static int merge_window(struct writer *w, uint32_t base, int level, int64_t start,
+                        const struct parts *add)
 {
     struct key k;
+    MDB_val kv, v;
+    struct parts ps = {0};
+    struct fc_buf enc;
+    int rc;
 
-    node_key(&k, w->tenant, series, level, window);
-    return merge_value(w, DB_NODE, &k, add);
+    node_key(&k, w->tenant, base, level, start);
+    kv = val(k.b, k.n);
+    if (mdb_get(w->txn, w->s->db[DB_NODE], &kv, &v) == 0 &&
+        !packed_decode(v.mv_data, v.mv_size, NULL, NULL, &ps)) {
+        /* A window we cannot read is replaced rather than poisoning every later write. */
+        parts_release(&ps);
+    }
+    for (uint32_t i = 0; i < add->n; i++) {
+        fc_tree_merge(part_of(&ps, add->v[i].series), &add->v[i].tree);
+    }
+    fc_buf_init(&enc, 0);
+    rc = packed_encode(&ps, &enc);
+    if (rc == FC_OK) {
+        v = val(enc.data, enc.len);
+        rc = mdb_put(w->txn, w->s->db[DB_NODE], &kv, &v, 0);
+        rc = rc ? lmdb_error(w->err, rc, "node") : FC_OK;
+    }
+    fc_buf_release(&enc);
+    parts_release(&ps);
+    return rc;
 }
 
 /*
@@ -536,22 +789,22 @@ static int merge_window(struct writer *w, uint32_t series, int level, int64_t wi
  * each is read, decoded, encoded and written once per commit.
  */
 struct window {
-    uint32_t series;
+    uint32_t base;
     int level;
     int64_t start;
-    struct fc_tree tree;
+    struct parts parts;
 };
 
 struct windows {
-    struct fc_idmap index; /* hash of (tenant, series, level, start) -> slot */
+    struct fc_idmap index; /* hash of (base, level, start) -> slot */
     struct window *v;
     uint32_t n, cap;
     const char *tenant; /* the tenant they belong to (flushed when it changes) */
 };
 
-static uint64_t window_hash(uint32_t series, int level, int64_t start)
+static uint64_t window_hash(uint32_t base, int level, int64_t start)
 {
-    uint64_t k[2] = {((uint64_t)series << 8) | (uint64_t)level, (uint64_t)start};
+    uint64_t k[2] = {((uint64_t)base << 8) | (uint64_t)level, (uint64_t)start};
     return XXH3_64bits(k, sizeof(k));
 }
 
@@ -561,9 +814,9 @@ static int flush_windows(struct writer *w, struct windows *ws)
 
     for (uint32_t i = 0; i < ws->n; i++) {
         if (rc == FC_OK) {
-            rc = merge_window(w, ws->v[i].series, ws->v[i].level, ws->v[i].start, &ws->v[i].tree);
+            rc = merge_window(w, ws->v[i].base, ws->v[i].level, ws->v[i].start, &ws->v[i].parts);
         }
-        fc_tree_release(&ws->v[i].tree);
+        parts_release(&ws->v[i].parts);
     }
     ws->n = 0;
     fc_idmap_release(&ws->index);
@@ -571,30 +824,37 @@ static int flush_windows(struct writer *w, struct windows *ws)
     return rc;
 }
 
-static int add_window(struct writer *w, struct windows *ws, uint32_t series, int level,
-                      int64_t start, const struct fc_tree *tree)
+static int add_window(struct writer *w, struct windows *ws, uint32_t base, uint32_t series,
+                      int level, int64_t start, const struct fc_tree *tree)
 {
-    uint64_t h = window_hash(series, level, start);
+    uint64_t h = window_hash(base, level, start);
     uint32_t slot;
 
     if (fc_idmap_get(&ws->index, h, &slot)) {
         struct window *x = &ws->v[slot];
-        if (x->series == series && x->level == level && x->start == start) {
-            fc_tree_merge(&x->tree, tree);
+        if (x->base == base && x->level == level && x->start == start) {
+            fc_tree_merge(part_of(&x->parts, series), tree);
             return FC_OK;
         }
-        /* A 64-bit hash collision: write this one straight through. */
-        return merge_window(w, series, level, start, tree);
+        {
+            /* A 64-bit hash collision: write this one straight through. */
+            struct parts one = {0};
+            int rc;
+            fc_tree_merge(part_of(&one, series), tree);
+            rc = merge_window(w, base, level, start, &one);
+            parts_release(&one);
+            return rc;
+        }
     }
     if (ws->n == ws->cap) {
         ws->cap = ws->cap ? ws->cap * 2 : 64;
         ws->v = fc_xrealloc(ws->v, ws->cap * sizeof(*ws->v));
     }
-    ws->v[ws->n].series = series;
+    ws->v[ws->n].base = base;
     ws->v[ws->n].level = level;
     ws->v[ws->n].start = start;
-    fc_tree_init(&ws->v[ws->n].tree);
-    fc_tree_merge(&ws->v[ws->n].tree, tree);
+    memset(&ws->v[ws->n].parts, 0, sizeof(ws->v[ws->n].parts));
+    fc_tree_merge(part_of(&ws->v[ws->n].parts, series), tree);
     fc_idmap_put(&ws->index, h, ws->n);
     ws->n++;
     return FC_OK;
@@ -819,7 +1079,7 @@ static int write_spans(struct writer *w, struct frames *f, const struct fc_batch
             key_bytes(&k, spans[j].span, 8);
             key_be32(&k, series);
             key_be64(&k, (uint64_t)window);
-            rc = merge_value(w, DB_SPAN, &k, &spans[j].tree);
+            rc = merge_span_value(w, &k, &spans[j].tree);
         }
         if (rc == FC_OK && memcmp(spans[j].trace, no_trace, 16) != 0) {
             key_tenant(&k, w->tenant);
@@ -831,6 +1091,22 @@ static int write_spans(struct writer *w, struct frames *f, const struct fc_batch
     }
     free(spans);
     return rc;
+}
+
+/* The profile's own labels into labels (its type label aside); returns how many. */
+static size_t profile_labels(const struct fc_batch *b, const struct fc_profile *p,
+                             struct label *labels)
+{
+    size_t n = 0;
+
+    for (uint32_t i = 0; i < p->n_labels; i++) {
+        labels[n].name = fc_str(b, p->labels[i].name);
+        labels[n].value = fc_str(b, p->labels[i].value);
+        if (strcmp(labels[n].name, "__profile_type__") != 0) {
+            n++;
+        }
+    }
+    return n;
 }
 
 static int write_profile(struct writer *w, struct frames *f, const struct fc_batch *b,
@@ -845,20 +1121,23 @@ static int write_profile(struct writer *w, struct frames *f, const struct fc_bat
     for (uint32_t t = 0; rc == FC_OK && t < p->n_sample_types; t++) {
         struct fc_buf type_id;
         int64_t scale;
+        uint32_t base = 0;
         fc_buf_init(&type_id, 0);
         fc_pyro_stored_type(b, p, t, &type_id, &scale);
+        /* The base: the profile's labels and type, where its series are packed. */
+        {
+            size_t n = profile_labels(b, p, labels);
+            labels[n].name = "__profile_type__";
+            labels[n].value = (const char *)type_id.data;
+            n++;
+            qsort(labels, n, sizeof(*labels), by_label_name);
+            rc = base_id(w, labels, n, &base);
+        }
         for (size_t g = 0; rc == FC_OK && g < n_groups; g++) {
             struct fc_tree tree;
-            size_t n = 0;
+            size_t n = profile_labels(b, p, labels);
             uint32_t series;
             /* Series labels: the profile's, then the samples' (the profile's win). */
-            for (uint32_t i = 0; i < p->n_labels; i++) {
-                labels[n].name = fc_str(b, p->labels[i].name);
-                labels[n].value = fc_str(b, p->labels[i].value);
-                if (strcmp(labels[n].name, "__profile_type__") != 0) {
-                    n++;
-                }
-            }
             for (uint32_t i = 0; i < groups[g].n_attrs; i++) {
                 const struct fc_attr *a = &b->dict.attrs[groups[g].attrs[i]];
                 if (fc_profile_label(b, p, fc_str(b, a->key)) == NULL) {
@@ -884,14 +1163,14 @@ static int write_profile(struct writer *w, struct frames *f, const struct fc_bat
                 }
             }
             if (rc == FC_OK && fc_tree_total(&tree) > 0) {
-                rc = series_id(w, labels, n, &series);
+                rc = series_id(w, labels, n, base, &series);
                 rc = rc ? rc
                         : write_spans(w, f, b, p, &groups[g], t, scale, series,
                                       (time_s >= 0 ? time_s / 10 : (time_s - 9) / 10) * 10);
                 for (int level = 0; rc == FC_OK && level < FC_STORE_LEVELS; level++) {
                     int64_t d = level_secs[level];
                     int64_t window = (time_s >= 0 ? time_s / d : (time_s - d + 1) / d) * d;
-                    rc = add_window(w, w->windows, series, level, window, &tree);
+                    rc = add_window(w, w->windows, base, series, level, window, &tree);
                 }
             }
             fc_tree_release(&tree);
@@ -941,7 +1220,7 @@ int fc_store_write(struct fc_store *s, struct fc_batch *const *batches, size_t n
         rc = flush_windows(&w, &ws);
     } else {
         for (uint32_t i = 0; i < ws.n; i++) {
-            fc_tree_release(&ws.v[i].tree);
+            parts_release(&ws.v[i].parts);
         }
     }
     fc_idmap_release(&ws.index);
@@ -1147,9 +1426,76 @@ static void normalize(const struct fc_store_query *q, int64_t *from_s, int64_t *
     }
 }
 
+/* The matched series of one base: what a packed window is read for. */
+struct base_group {
+    uint32_t base;
+    const uint32_t *sids; /* sorted */
+    size_t n;
+};
+
+static bool base_wants(void *ctx, uint32_t series)
+{
+    const struct base_group *g = ctx;
+    return bsearch(&series, g->sids, g->n, sizeof(uint32_t), cmp_u32) != NULL;
+}
+
+/* The series' bases, read from the index. */
+struct bases {
+    struct base_group *v;
+    size_t n;
+    uint32_t *sids; /* owned: every group's sids, grouped by base */
+};
+
+static int by_base_then_sid(const void *a, const void *b)
+{
+    const uint32_t *x = a, *y = b;
+    int c = cmp_u32(&x[0], &y[0]);
+    return c ? c : cmp_u32(&x[1], &y[1]);
+}
+
+static void group_by_base(struct reader *r, const struct idset *ids, struct bases *out)
+{
+    uint32_t(*pairs)[2] = fc_xcalloc(ids->n + 1, sizeof(*pairs));
+    size_t n = 0;
+
+    memset(out, 0, sizeof(*out));
+    for (size_t i = 0; i < ids->n; i++) {
+        struct key k;
+        MDB_val kv, v;
+        key_tenant(&k, r->tenant);
+        key_be32(&k, ids->v[i]);
+        kv = val(k.b, k.n);
+        if (mdb_get(r->txn, r->s->db[DB_SBASE], &kv, &v) == 0 && v.mv_size == 4) {
+            pairs[n][0] = be32(v.mv_data);
+            pairs[n][1] = ids->v[i];
+            n++;
+        }
+    }
+    qsort(pairs, n, sizeof(*pairs), by_base_then_sid);
+    out->sids = fc_xcalloc(n + 1, sizeof(uint32_t));
+    out->v = fc_xcalloc(n + 1, sizeof(*out->v));
+    for (size_t i = 0; i < n; i++) {
+        out->sids[i] = pairs[i][1];
+        if (out->n == 0 || out->v[out->n - 1].base != pairs[i][0]) {
+            out->v[out->n].base = pairs[i][0];
+            out->v[out->n].sids = &out->sids[i];
+            out->n++;
+        }
+        out->v[out->n - 1].n++;
+    }
+    free(pairs);
+}
+
+static void bases_release(struct bases *b)
+{
+    free(b->v);
+    free(b->sids);
+    memset(b, 0, sizeof(*b));
+}
+
 struct merge {
     struct reader *r;
-    uint32_t series;
+    const struct base_group *group;
     struct fc_tree *tree;
     uint32_t merged;
     int rc;
@@ -1159,29 +1505,28 @@ static void take(struct merge *m, int level, int64_t window)
 {
     struct key k;
     MDB_val kv, v;
+    struct parts ps = {0};
 
-    node_key(&k, m->r->tenant, m->series, level, window);
+    node_key(&k, m->r->tenant, m->group->base, level, window);
     kv = val(k.b, k.n);
-    if (mdb_get(m->r->txn, m->r->s->db[DB_NODE], &kv, &v) == 0) {
-        struct fc_tree one;
-        struct fc_error ignored = {0};
-        /* Decoded apart first: a corrupt window is skipped whole, never half merged. */
-        fc_tree_init(&one);
-        if (v.mv_size < NODE_HEADER ||
-            fc_tree_decode_merge(&one, (const uint8_t *)v.mv_data + NODE_HEADER,
-                                 v.mv_size - NODE_HEADER, &ignored) != FC_OK) {
-            if (atomic_fetch_add(&m->r->s->corrupt, 1) == 0) {
-                fc_log_error("store",
-                             "skipping a corrupt window (series %u, level %d, %lld): "
-                             "%s; counted in flamecol_store_corrupt_windows_total",
-                             m->series, level, (long long)window, ignored.msg);
-            }
-        } else {
-            fc_tree_merge(m->tree, &one);
-            m->merged++;
-        }
-        fc_tree_release(&one);
+    if (mdb_get(m->r->txn, m->r->s->db[DB_NODE], &kv, &v) != 0) {
+        return;
     }
+    /* Decoded apart first: a corrupt window is skipped whole, never half merged. */
+    if (!packed_decode(v.mv_data, v.mv_size, base_wants, (void *)m->group, &ps)) {
+        if (atomic_fetch_add(&m->r->s->corrupt, 1) == 0) {
+            fc_log_error("store",
+                         "skipping a corrupt window (base %u, level %d, %lld); "
+                         "counted in flamecol_store_corrupt_windows_total",
+                         m->group->base, level, (long long)window);
+        }
+    } else if (ps.n > 0) {
+        for (uint32_t i = 0; i < ps.n; i++) {
+            fc_tree_merge(m->tree, &ps.v[i].tree);
+        }
+        m->merged++;
+    }
+    parts_release(&ps);
 }
 
 /* The fewest whole windows covering [lo, hi): coarse inside, finer at the edges. */
@@ -1212,12 +1557,6 @@ static int begin_read(struct fc_store *s, struct reader *r, const char *tenant,
     return rc ? lmdb_error(err, rc, "read") : FC_OK;
 }
 
-static int cmp_id(const void *a, const void *b)
-{
-    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-    return x < y ? -1 : x > y;
-}
-
 /* Merges the span entries of one span id, for matched series within the range. */
 static void merge_span(struct reader *r, const uint8_t span[8], const struct idset *ids,
                        int64_t from_s, int64_t until_s, struct fc_tree *out, uint32_t *merged)
@@ -1245,7 +1584,7 @@ static void merge_span(struct reader *r, const uint8_t span[8], const struct ids
         series = be32(p + k.n);
         window = (int64_t)be64(p + k.n + 4);
         if (window < from_s || window >= until_s ||
-            bsearch(&series, ids->v, ids->n, sizeof(uint32_t), cmp_id) == NULL ||
+            bsearch(&series, ids->v, ids->n, sizeof(uint32_t), cmp_u32) == NULL ||
             v.mv_size < NODE_HEADER) {
             continue;
         }
@@ -1324,18 +1663,21 @@ int fc_store_select_merge(struct fc_store *s, const struct fc_store_query *q,
         uint8_t(*spans)[8];
         size_t n_spans;
         query_spans(&r, q, &spans, &n_spans);
-        qsort(ids.v, ids.n, sizeof(uint32_t), cmp_id);
+        qsort(ids.v, ids.n, sizeof(uint32_t), cmp_u32);
         for (size_t i = 0; i < n_spans; i++) {
             merge_span(&r, spans[i], &ids, from_s, until_s, &out->tree, &stats->nodes_merged);
         }
         free(spans);
     } else {
-        for (size_t i = 0; rc == FC_OK && i < ids.n; i++) {
-            struct merge m = {&r, ids.v[i], &out->tree, 0, FC_OK};
+        struct bases bases;
+        group_by_base(&r, &ids, &bases);
+        for (size_t i = 0; rc == FC_OK && i < bases.n; i++) {
+            struct merge m = {&r, &bases.v[i], &out->tree, 0, FC_OK};
             cover(&m, q->level0_only ? 0 : FC_STORE_LEVELS - 1, from_s, until_s);
             stats->nodes_merged += m.merged;
             rc = m.rc;
         }
+        bases_release(&bases);
     }
     /* Names for the nodes of the answer. */
     out->names = fc_xcalloc(out->tree.n + 1, sizeof(char *));
@@ -1370,9 +1712,9 @@ void fc_store_result_release(struct fc_store_result *r)
     fc_tree_release(&r->tree);
 }
 
-/* Adds one series' window totals per step into buckets (window totals only, no trees). */
-static int timeline_of(struct reader *r, const struct fc_store_query *q, uint32_t series,
-                       int64_t step_ns, int64_t *buckets, size_t n)
+/* Adds the group's window totals per step into buckets (from the packed headers, no trees). */
+static int timeline_of(struct reader *r, const struct fc_store_query *q,
+                       const struct base_group *group, int64_t step_ns, int64_t *buckets, size_t n)
 {
     int64_t step_s = step_ns / 1000000000LL;
     int64_t from_s = q->from_ns / 1000000000LL;
@@ -1390,7 +1732,7 @@ static int timeline_of(struct reader *r, const struct fc_store_query *q, uint32_
            step_s % level_secs[level + 1] == 0 && from_s % level_secs[level + 1] == 0) {
         level++;
     }
-    node_key(&k, q->tenant, series, level, (from_s / level_secs[level]) * level_secs[level]);
+    node_key(&k, q->tenant, group->base, level, (from_s / level_secs[level]) * level_secs[level]);
     prefix = k;
     prefix.n -= 8;
     if (mdb_cursor_open(r->txn, r->s->db[DB_NODE], &c) != 0) {
@@ -1399,7 +1741,8 @@ static int timeline_of(struct reader *r, const struct fc_store_query *q, uint32_
     kv = val(k.b, k.n);
     for (int g = mdb_cursor_get(c, &kv, &v, MDB_SET_RANGE); g == 0;
          g = mdb_cursor_get(c, &kv, &v, MDB_NEXT)) {
-        int64_t w, total;
+        int64_t w, total = 0;
+        struct packed p;
         if (kv.mv_size != prefix.n + 8 || memcmp(kv.mv_data, prefix.b, prefix.n) != 0) {
             break;
         }
@@ -1407,10 +1750,17 @@ static int timeline_of(struct reader *r, const struct fc_store_query *q, uint32_
         if (w >= until_s) {
             break;
         }
-        if (w < from_s || v.mv_size < NODE_HEADER) {
+        if (w < from_s) {
             continue;
         }
-        memcpy(&total, v.mv_data, NODE_HEADER); /* the header: no tree decoding */
+        if (!packed_parse(v.mv_data, v.mv_size, &p)) {
+            atomic_fetch_add(&r->s->corrupt, 1);
+            continue;
+        }
+        for (uint32_t i = 0; i < p.n; i++) {
+            total += base_wants((void *)group, p.series[i]) ? p.totals[i] : 0;
+        }
+        packed_release(&p);
         if ((size_t)((w - from_s) / step_s) < n) {
             buckets[(w - from_s) / step_s] += total;
         }
@@ -1431,8 +1781,13 @@ int fc_store_timeline(struct fc_store *s, const struct fc_store_query *q, int64_
         return rc;
     }
     rc = match_series(&r, q->selector, true, &ids);
-    for (size_t i = 0; rc == FC_OK && i < ids.n; i++) {
-        rc = timeline_of(&r, q, ids.v[i], step_ns, buckets, n);
+    if (rc == FC_OK) {
+        struct bases bases;
+        group_by_base(&r, &ids, &bases);
+        for (size_t i = 0; rc == FC_OK && i < bases.n; i++) {
+            rc = timeline_of(&r, q, &bases.v[i], step_ns, buckets, n);
+        }
+        bases_release(&bases);
     }
     mdb_txn_abort(r.txn);
     free(ids.v);
@@ -1551,7 +1906,15 @@ int fc_store_select_series(struct fc_store *s, const struct fc_store_query *q, i
             (*n)++;
         }
         fc_buf_release(&group);
-        rc = timeline_of(&r, q, ids.v[i], step_ns, (*out)[g].buckets, n_buckets);
+        {
+            /* One series of its base; a base has few series, so this stays cheap. */
+            struct base_group one = {0, &ids.v[i], 1};
+            kv = val(k.b, k.n);
+            if (mdb_get(r.txn, s->db[DB_SBASE], &kv, &v) == 0 && v.mv_size == 4) {
+                one.base = be32(v.mv_data);
+                rc = timeline_of(&r, q, &one, step_ns, (*out)[g].buckets, n_buckets);
+            }
+        }
     }
     mdb_txn_abort(r.txn);
     free(ids.v);

@@ -101,6 +101,11 @@ static void encode_node(const struct fc_tree *t, uint32_t i, struct fc_buf *out)
     }
 }
 
+void fc_tree_encode_raw(const struct fc_tree *t, struct fc_buf *out)
+{
+    encode_node(t, 0, out);
+}
+
 int fc_tree_encode(const struct fc_tree *t, struct fc_buf *out)
 {
     struct fc_buf raw;
@@ -156,6 +161,17 @@ static int decode_into(struct fc_tree *t, uint32_t at, struct reader *rd, int64_
     t->nodes[at].total += total;
     *total_out = total;
     return FC_OK;
+}
+
+int fc_tree_decode_raw_merge(struct fc_tree *t, const uint8_t *data, size_t len)
+{
+    struct reader rd;
+    uint64_t root_name;
+    int64_t total;
+
+    fc_pb_init(&rd.r, data, len);
+    rd.depth = 0;
+    return fc_pb_varint(&rd.r, &root_name) == 0 ? decode_into(t, 0, &rd, &total) : FC_EPROTO;
 }
 
 int fc_tree_decode_merge(struct fc_tree *t, const uint8_t *data, size_t len, struct fc_error *err)

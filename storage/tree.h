@@ -39,6 +39,10 @@ static inline int64_t fc_tree_total(const struct fc_tree *t)
     return t->n ? t->nodes[0].total : 0;
 }
 
+/* The serialization without compression (for packing several trees in one frame). */
+void fc_tree_encode_raw(const struct fc_tree *t, struct fc_buf *out);
+int fc_tree_decode_raw_merge(struct fc_tree *t, const uint8_t *data, size_t len);
+
 /* Appends the zstd-compressed serialization. */
 int fc_tree_encode(const struct fc_tree *t, struct fc_buf *out);
 /* Decodes (and merges into t, which may hold data already). */
