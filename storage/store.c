@@ -44,7 +44,7 @@ static const char *const db_names[N_DBS] = {"sym",   "symid", "series", "sid",  
 
 /*
  * A node value packs the window of every series of one base series (the
- * profile's labels and type, before sample labels split it):
+ * profile's own labels, before its types and sample labels split it):
  *   le32 header length | header: uvarint n, n x (uvarint series, uvarint total,
  *   uvarint raw length) | one zstd frame of the n raw trees, in header order.
  * Totals are readable without decompressing; similar trees compress together.
@@ -453,7 +453,7 @@ static void canonical(const struct label *labels, size_t n, struct fc_buf *canon
 }
 
 /*
- * The id of a base series (the profile's labels and type, before sample
+ * The id of a base series (the profile's own labels, before its types and sample
  * labels split it): where its series' windows are packed together. Bases
  * are not in the label index; queries reach them through their series.
  */
@@ -1116,20 +1116,21 @@ static int write_profile(struct writer *w, struct frames *f, const struct fc_bat
     size_t n_groups = group_samples(b, p, &groups);
     struct label *labels = fc_xcalloc(p->n_labels + 40, sizeof(*labels));
     int64_t time_s = (p->time_ns > 0 ? p->time_ns : fc_now_ns()) / 1000000000LL;
+    uint32_t base = 0;
     int rc = FC_OK;
 
     for (uint32_t t = 0; rc == FC_OK && t < p->n_sample_types; t++) {
         struct fc_buf type_id;
         int64_t scale;
-        uint32_t base = 0;
         fc_buf_init(&type_id, 0);
         fc_pyro_stored_type(b, p, t, &type_id, &scale);
-        /* The base: the profile's labels and type, where its series are packed. */
-        {
+        /*
+         * The base: the profile's own labels, where the series of all its
+         * types and sample-label groups are packed (their trees share most of
+         * their shape, which zstd then stores once).
+         */
+        if (t == 0) {
             size_t n = profile_labels(b, p, labels);
-            labels[n].name = "__profile_type__";
-            labels[n].value = (const char *)type_id.data;
-            n++;
             qsort(labels, n, sizeof(*labels), by_label_name);
             rc = base_id(w, labels, n, &base);
         }

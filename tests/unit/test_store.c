@@ -425,6 +425,44 @@ static void test_corrupt_window_is_skipped(void **state)
     fc_batch_unref(b);
 }
 
+/* A store written in another on-disk format is refused at open, never misread. */
+static void test_other_format_is_refused(void **state)
+{
+    static const char key[] = "\0format";
+    char sub[128], path[160];
+    struct fc_store_options o = {0};
+    struct fc_store *s2;
+    struct fc_error err = {0};
+    size_t size, hits = 0;
+    uint8_t *data;
+    FILE *f;
+
+    (void)state;
+    snprintf(sub, sizeof(sub), "%s/format", dir);
+    o.path = sub;
+    o.sync = FC_SYNC_NONE;
+    assert_int_equal(fc_store_open(&o, &s2, &err), FC_OK);
+    fc_store_close(s2);
+    assert_int_equal(fc_store_open(&o, &s2, &err), FC_OK); /* its own format reopens */
+    fc_store_close(s2);
+    /* The meta value (le32 version) follows its key in the LMDB leaf: make it 2. */
+    snprintf(path, sizeof(path), "%s/data.mdb", sub);
+    data = fc_test_read(path, &size);
+    for (size_t i = 0; i + sizeof(key) - 1 + 4 <= size; i++) {
+        if (memcmp(data + i, key, sizeof(key) - 1) == 0 && data[i + sizeof(key) - 1 + 1] == 0) {
+            data[i + sizeof(key) - 1] = 2;
+            hits++;
+        }
+    }
+    assert_true(hits > 0);
+    f = fopen(path, "r+b");
+    fwrite(data, 1, size, f);
+    fclose(f);
+    free(data);
+    assert_int_equal(fc_store_open(&o, &s2, &err), FC_EIO);
+    assert_non_null(strstr(err.msg, "on-disk format 2"));
+}
+
 static void test_retention_deletes_old_windows_and_frees_pages(void **state)
 {
     char sub[128];
@@ -484,6 +522,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_oracle),
+        cmocka_unit_test(test_other_format_is_refused),
         cmocka_unit_test(test_tenants_do_not_mix),
         cmocka_unit_test(test_selector_errors),
         cmocka_unit_test(test_corrupt_window_is_skipped),
