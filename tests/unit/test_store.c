@@ -371,6 +371,27 @@ static void test_selector_errors(void **state)
 }
 
 /* A window whose bytes were damaged is skipped and counted; the rest still answers. */
+/* Sets byte `at` of every occurrence of find[0..n) in the file to `to`; returns how many. */
+static size_t patch_file(const char *path, const uint8_t *find, size_t n, size_t at, uint8_t to)
+{
+    size_t size, hits = 0;
+    uint8_t *data = fc_test_read(path, &size);
+    FILE *f;
+
+    for (size_t i = 0; i + n <= size; i++) {
+        if (memcmp(data + i, find, n) == 0) {
+            data[i + at] = to;
+            hits++;
+        }
+    }
+    f = fopen(path, "r+b");
+    assert_non_null(f);
+    assert_int_equal(fwrite(data, 1, size, f), size);
+    fclose(f);
+    free(data);
+    return hits;
+}
+
 static void test_corrupt_window_is_skipped(void **state)
 {
     char sub[128], path[160];
@@ -382,10 +403,6 @@ static void test_corrupt_window_is_skipped(void **state)
     struct fc_store_query q = {"t", &sel, 0, (BASE + 100) * 1000000000LL, false};
     struct fc_store_result res;
     struct fc_store_stats stats;
-    FILE *f;
-    size_t size;
-    uint8_t *data;
-    size_t hits = 0;
     int64_t before;
 
     (void)state;
@@ -403,18 +420,7 @@ static void test_corrupt_window_is_skipped(void **state)
     fc_store_close(s2);
     /* Flip every zstd magic number in the file: each stored tree stops decoding. */
     snprintf(path, sizeof(path), "%s/data.mdb", sub);
-    data = fc_test_read(path, &size);
-    for (size_t i = 0; i + 4 <= size; i++) {
-        if (data[i] == 0x28 && data[i + 1] == 0xb5 && data[i + 2] == 0x2f && data[i + 3] == 0xfd) {
-            data[i] = 0;
-            hits++;
-        }
-    }
-    assert_true(hits > 0);
-    f = fopen(path, "r+b");
-    fwrite(data, 1, size, f);
-    fclose(f);
-    free(data);
+    assert_true(patch_file(path, (const uint8_t *)"\x28\xb5\x2f\xfd", 4, 0, 0) > 0);
     assert_int_equal(fc_store_open(&o, &s2, &err), FC_OK); /* opening never refuses */
     assert_int_equal(fc_store_select_merge(s2, &q, &res, &stats, &err), FC_OK);
     assert_int_equal(fc_tree_total(&res.tree), 0);
@@ -428,14 +434,11 @@ static void test_corrupt_window_is_skipped(void **state)
 /* A store written in another on-disk format is refused at open, never misread. */
 static void test_other_format_is_refused(void **state)
 {
-    static const char key[] = "\0format";
+    static const uint8_t key[] = "\0format\x03\0"; /* the key, then le32 3 */
     char sub[128], path[160];
     struct fc_store_options o = {0};
     struct fc_store *s2;
     struct fc_error err = {0};
-    size_t size, hits = 0;
-    uint8_t *data;
-    FILE *f;
 
     (void)state;
     snprintf(sub, sizeof(sub), "%s/format", dir);
@@ -447,18 +450,7 @@ static void test_other_format_is_refused(void **state)
     fc_store_close(s2);
     /* The meta value (le32 version) follows its key in the LMDB leaf: make it 2. */
     snprintf(path, sizeof(path), "%s/data.mdb", sub);
-    data = fc_test_read(path, &size);
-    for (size_t i = 0; i + sizeof(key) - 1 + 4 <= size; i++) {
-        if (memcmp(data + i, key, sizeof(key) - 1) == 0 && data[i + sizeof(key) - 1 + 1] == 0) {
-            data[i + sizeof(key) - 1] = 2;
-            hits++;
-        }
-    }
-    assert_true(hits > 0);
-    f = fopen(path, "r+b");
-    fwrite(data, 1, size, f);
-    fclose(f);
-    free(data);
+    assert_true(patch_file(path, key, sizeof(key) - 1, 7, 2) > 0);
     assert_int_equal(fc_store_open(&o, &s2, &err), FC_EIO);
     assert_non_null(strstr(err.msg, "on-disk format 2"));
 }
