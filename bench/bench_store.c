@@ -4,7 +4,9 @@
  * same run: merging every 10 s window of the range (the store without its
  * segment tree), and decoding and merging every raw profile of the range.
  * Also bytes on disk per profile next to the raw .pb.gz bytes, and ingest
- * throughput with sync: batch (one commit per group of 16 profiles).
+ * throughput with sync: batch (one commit per group of 16 profiles), and
+ * the bytes per profile once the 10 s windows are compacted (fine_retention)
+ * with the steady state that gives under the default retention.
  *
  *   bench_store CORPUS_DIR [series=4] [hours=24]
  *
@@ -210,6 +212,38 @@ int main(int argc, char **argv)
                    (double)raw_ns / 1e6, (double)raw_ns / (double)tree_ns[RUNS / 2]);
         }
         fc_selector_release(&sel);
+    }
+    {
+        /*
+         * fine_retention: compact every 10 s window of the day, as the
+         * retention pass does once they are older than fine_retention. Pages
+         * freed are reused by later writes, so pages in use are what a store
+         * at steady state holds.
+         */
+        const double retention_days = 30, fine_days = 1;
+        int64_t used_full = fc_store_used_bytes(store), used_coarse;
+        double full, coarse, steady;
+        uint64_t deleted = 0;
+        t0 = fc_now_mono_ns();
+        if (fc_store_compact_before(store, BASE_S + hours * 3600LL + 100, &deleted, &err) !=
+            FC_OK) {
+            fprintf(stderr, "compact: %s\n", err.msg);
+            return 1;
+        }
+        used_coarse = fc_store_used_bytes(store);
+        full = (double)used_full / (double)written;
+        coarse = (double)used_coarse / (double)written;
+        steady = (fine_days * full + (retention_days - fine_days) * coarse) / retention_days;
+        printf("compaction: %llu windows in %.0f ms; pages in use %.1f MB -> %.1f MB: %.0f -> %.0f "
+               "bytes/profile (%.1f%% -> %.1f%% of raw)\n",
+               (unsigned long long)deleted, (double)(fc_now_mono_ns() - t0) / 1e6,
+               (double)used_full / 1e6, (double)used_coarse / 1e6, full, coarse,
+               100.0 * full * (double)written / (double)raw_bytes,
+               100.0 * coarse * (double)written / (double)raw_bytes);
+        printf(
+            "steady state, retention 30d with fine_retention 24h (defaults): %.0f bytes/profile, "
+            "%.1f%% of raw (target <= 10%%)\n",
+            steady, 100.0 * steady * (double)written / (double)raw_bytes);
     }
     fc_store_close(store);
     if (getenv("FC_BENCH_KEEP") != NULL) {

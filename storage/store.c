@@ -55,6 +55,7 @@ static const char *const db_names[N_DBS] = {"sym",   "symid", "series", "sid",  
 /* The on-disk format; a store written by another format is refused, never misread. */
 #define FORMAT_VERSION 3
 static const char format_key[] = "\0format";
+static const char coarse_key[] = "\0coarse_before"; /* le64 unix s */
 
 static const int64_t level_secs[FC_STORE_LEVELS] = {10,     100,     1000,    10000,
                                                     100000, 1000000, 10000000};
@@ -63,7 +64,8 @@ struct fc_store {
     MDB_env *env;
     MDB_dbi db[N_DBS];
     char *path;
-    _Atomic uint64_t corrupt; /* windows skipped because their tree did not decode */
+    _Atomic uint64_t corrupt;      /* windows skipped because their tree did not decode */
+    _Atomic int64_t coarse_before; /* 10 s windows before this were compacted away */
 };
 
 /* ---- keys --------------------------------------------------------------------------------- */
@@ -217,6 +219,14 @@ int fc_store_open(const struct fc_store_options *o, struct fc_store **out, struc
             return FC_EIO;
         }
     }
+    {
+        MDB_val kv = val(coarse_key, sizeof(coarse_key) - 1), v;
+        int64_t before = INT64_MIN;
+        if (mdb_get(txn, s->db[DB_META], &kv, &v) == 0 && v.mv_size == sizeof(before)) {
+            memcpy(&before, v.mv_data, sizeof(before));
+        }
+        atomic_store(&s->coarse_before, before);
+    }
     if ((rc = mdb_txn_commit(txn)) != 0) {
         lmdb_error(err, rc, "open");
         fc_store_close(s);
@@ -252,8 +262,12 @@ static bool node_key_parts(const MDB_val *kv, int *level, int64_t *window)
     return *level < FC_STORE_LEVELS;
 }
 
-int fc_store_delete_before(struct fc_store *s, int64_t cutoff_s, uint64_t *deleted,
-                           struct fc_error *err)
+/*
+ * Deletes the windows of levels <= max_level that end before cutoff_s, and
+ * (for retention, not compaction) the span entries before it.
+ */
+static int delete_windows(struct fc_store *s, int64_t cutoff_s, int max_level, bool spans,
+                          uint64_t *deleted, struct fc_error *err)
 {
     MDB_txn *txn;
     MDB_cursor *c;
@@ -269,14 +283,20 @@ int fc_store_delete_before(struct fc_store *s, int64_t cutoff_s, uint64_t *delet
              g = mdb_cursor_get(c, &kv, &v, MDB_NEXT)) {
             int level;
             int64_t window;
-            if (node_key_parts(&kv, &level, &window) && window + level_secs[level] <= cutoff_s &&
-                mdb_cursor_del(c, 0) == 0) {
+            if (node_key_parts(&kv, &level, &window) && level <= max_level &&
+                window + level_secs[level] <= cutoff_s && mdb_cursor_del(c, 0) == 0) {
                 (*deleted)++;
             }
         }
         mdb_cursor_close(c);
     }
-    if (rc == 0 && (rc = mdb_cursor_open(txn, s->db[DB_SPAN], &c)) == 0) {
+    if (rc == 0 && max_level == 0) {
+        /* Compaction: from now on queries read 100 s windows before the cutoff. */
+        kv = val(coarse_key, sizeof(coarse_key) - 1);
+        v = val(&cutoff_s, sizeof(cutoff_s));
+        rc = mdb_put(txn, s->db[DB_META], &kv, &v, 0);
+    }
+    if (rc == 0 && spans && (rc = mdb_cursor_open(txn, s->db[DB_SPAN], &c)) == 0) {
         for (int g = mdb_cursor_get(c, &kv, &v, MDB_FIRST); g == 0;
              g = mdb_cursor_get(c, &kv, &v, MDB_NEXT)) {
             const uint8_t *zero = memchr(kv.mv_data, 0, kv.mv_size);
@@ -292,7 +312,28 @@ int fc_store_delete_before(struct fc_store *s, int64_t cutoff_s, uint64_t *delet
         return lmdb_error(err, rc, "retention");
     }
     rc = mdb_txn_commit(txn);
+    if (rc == 0 && max_level == 0) {
+        atomic_store(&s->coarse_before, cutoff_s);
+    }
     return rc ? lmdb_error(err, rc, "retention") : FC_OK;
+}
+
+int fc_store_delete_before(struct fc_store *s, int64_t cutoff_s, uint64_t *deleted,
+                           struct fc_error *err)
+{
+    return delete_windows(s, cutoff_s, FC_STORE_LEVELS - 1, true, deleted, err);
+}
+
+int fc_store_compact_before(struct fc_store *s, int64_t cutoff_s, uint64_t *deleted,
+                            struct fc_error *err)
+{
+    /* Whole 100 s windows only, so a level-1 window is either all fine or all coarse. */
+    cutoff_s = (cutoff_s >= 0 ? cutoff_s / 100 : (cutoff_s - 99) / 100) * 100;
+    /* Never back: late profiles written into the compacted past are compacted too. */
+    if (cutoff_s < atomic_load(&s->coarse_before)) {
+        cutoff_s = atomic_load(&s->coarse_before);
+    }
+    return delete_windows(s, cutoff_s, 0, false, deleted, err);
 }
 
 int64_t fc_store_oldest(struct fc_store *s)
@@ -1541,6 +1582,8 @@ static void cover(struct merge *m, int level, int64_t lo, int64_t hi)
         int64_t b = w + d < hi ? w + d : hi;
         if (a == w && b == w + d) {
             take(m, level, w);
+        } else if (level == 1 && w + d <= atomic_load(&m->r->s->coarse_before)) {
+            take(m, level, w); /* its 10 s windows were compacted: rounded out to 100 s */
         } else if (level > 0) {
             cover(m, level - 1, a, b);
         }
@@ -1713,27 +1756,21 @@ void fc_store_result_release(struct fc_store_result *r)
     fc_tree_release(&r->tree);
 }
 
-/* Adds the group's window totals per step into buckets (from the packed headers, no trees). */
-static int timeline_of(struct reader *r, const struct fc_store_query *q,
-                       const struct base_group *group, int64_t step_ns, int64_t *buckets, size_t n)
+struct timeline {
+    int64_t from_s, step_s; /* bucket i holds windows starting in [from + i·step, +step) */
+    int64_t *buckets;
+    size_t n;
+};
+
+/* Adds the group's totals of the level's windows starting in [lo, hi) (packed headers only). */
+static int timeline_scan(struct reader *r, const struct base_group *group, int level, int64_t lo,
+                         int64_t hi, struct timeline *tl)
 {
-    int64_t step_s = step_ns / 1000000000LL;
-    int64_t from_s = q->from_ns / 1000000000LL;
-    int64_t until_s = (q->until_ns + 999999999LL) / 1000000000LL;
-    int level = 0;
     struct key k, prefix;
     MDB_cursor *c;
     MDB_val kv, v;
 
-    if (step_s <= 0) {
-        return FC_OK;
-    }
-    /* The coarsest windows that still fit in one step: fewer totals to read. */
-    while (level + 1 < FC_STORE_LEVELS && level_secs[level + 1] <= step_s &&
-           step_s % level_secs[level + 1] == 0 && from_s % level_secs[level + 1] == 0) {
-        level++;
-    }
-    node_key(&k, q->tenant, group->base, level, (from_s / level_secs[level]) * level_secs[level]);
+    node_key(&k, r->tenant, group->base, level, lo);
     prefix = k;
     prefix.n -= 8;
     if (mdb_cursor_open(r->txn, r->s->db[DB_NODE], &c) != 0) {
@@ -1743,15 +1780,16 @@ static int timeline_of(struct reader *r, const struct fc_store_query *q,
     for (int g = mdb_cursor_get(c, &kv, &v, MDB_SET_RANGE); g == 0;
          g = mdb_cursor_get(c, &kv, &v, MDB_NEXT)) {
         int64_t w, total = 0;
+        size_t at;
         struct packed p;
         if (kv.mv_size != prefix.n + 8 || memcmp(kv.mv_data, prefix.b, prefix.n) != 0) {
             break;
         }
         w = (int64_t)be64((const uint8_t *)kv.mv_data + prefix.n);
-        if (w >= until_s) {
+        if (w >= hi) {
             break;
         }
-        if (w < from_s) {
+        if (w < lo) {
             continue;
         }
         if (!packed_parse(v.mv_data, v.mv_size, &p)) {
@@ -1762,12 +1800,41 @@ static int timeline_of(struct reader *r, const struct fc_store_query *q,
             total += base_wants((void *)group, p.series[i]) ? p.totals[i] : 0;
         }
         packed_release(&p);
-        if ((size_t)((w - from_s) / step_s) < n) {
-            buckets[(w - from_s) / step_s] += total;
+        at = w <= tl->from_s ? 0 : (size_t)((w - tl->from_s) / tl->step_s);
+        if (at < tl->n) {
+            tl->buckets[at] += total;
         }
     }
     mdb_cursor_close(c);
     return FC_OK;
+}
+
+/* Adds the group's window totals per step into buckets (no trees decoded). */
+static int timeline_of(struct reader *r, const struct fc_store_query *q,
+                       const struct base_group *group, int64_t step_ns, int64_t *buckets, size_t n)
+{
+    int64_t from_s = q->from_ns / 1000000000LL;
+    int64_t until_s = (q->until_ns + 999999999LL) / 1000000000LL;
+    int64_t coarse = atomic_load(&r->s->coarse_before);
+    struct timeline tl = {from_s, step_ns / 1000000000LL, buckets, n};
+    int level = 0;
+    int rc = FC_OK;
+
+    if (tl.step_s <= 0) {
+        return FC_OK;
+    }
+    /* The coarsest windows that still fit in one step: fewer totals to read. */
+    while (level + 1 < FC_STORE_LEVELS && level_secs[level + 1] <= tl.step_s &&
+           tl.step_s % level_secs[level + 1] == 0 && from_s % level_secs[level + 1] == 0) {
+        level++;
+    }
+    if (level == 0 && from_s < coarse) {
+        /* Compacted past: its 100 s totals, each in the bucket where its window starts. */
+        int64_t lo = (from_s >= 0 ? from_s / 100 : (from_s - 99) / 100) * 100;
+        rc = timeline_scan(r, group, 1, lo, coarse < until_s ? coarse : until_s, &tl);
+        from_s = coarse;
+    }
+    return rc == FC_OK ? timeline_scan(r, group, level, from_s, until_s, &tl) : rc;
 }
 
 int fc_store_timeline(struct fc_store *s, const struct fc_store_query *q, int64_t step_ns,

@@ -130,6 +130,13 @@ void fc_store_strings_free(char **v, size_t n);
  */
 int fc_store_delete_before(struct fc_store *s, int64_t cutoff_s, uint64_t *deleted,
                            struct fc_error *err);
+/*
+ * Compaction: deletes the 10 s windows that end before cutoff_s (rounded
+ * down to 100 s); queries then read that past from 100 s windows, ranges
+ * rounded out to them. Remembered in the database across restarts.
+ */
+int fc_store_compact_before(struct fc_store *s, int64_t cutoff_s, uint64_t *deleted,
+                            struct fc_error *err);
 /* The start of the oldest 10 s window stored (any tenant), or INT64_MAX when empty. */
 int64_t fc_store_oldest(struct fc_store *s);
 /* Bytes of database pages in use (the file's pages minus the free list). */

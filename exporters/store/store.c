@@ -36,6 +36,9 @@ static const struct fc_field store_fields[] = {
     {"path", FC_FIELD_STR, "./data", OFF(path), "directory of the database (created if missing)"},
     {"retention", FC_FIELD_DURATION, "30d", OFF(retention),
      "windows older than this are deleted, finest first as their end passes (0 = keep all)"},
+    {"fine_retention", FC_FIELD_DURATION, "24h", OFF(fine_retention),
+     "10 s windows older than this are compacted away: that past is queried at 100 s "
+     "resolution (0 = keep them as long as `retention`)"},
     {"retention_interval", FC_FIELD_DURATION, "1m", OFF(retention_interval),
      "how often retention runs"},
     {"max_size", FC_FIELD_SIZE, "0", OFF(max_size),
@@ -55,8 +58,9 @@ static int store_create(struct fc_exporter *self, struct fc_error *err)
     struct store_exporter *x;
     char labels[256];
 
-    if (cfg->retention < 0 || cfg->retention_interval <= 0) {
-        return fc_errorf(err, FC_ECONFIG, "retention must be >= 0 and retention_interval > 0");
+    if (cfg->retention < 0 || cfg->retention_interval <= 0 || cfg->fine_retention < 0) {
+        return fc_errorf(err, FC_ECONFIG,
+                         "retention and fine_retention must be >= 0 and retention_interval > 0");
     }
     if (cfg->path[0] == '\0') {
         return fc_errorf(err, FC_ECONFIG, "path must not be empty");
@@ -83,8 +87,9 @@ static int store_create(struct fc_exporter *self, struct fc_error *err)
                            "Stored windows skipped by queries because they did not decode.");
     x->used_bytes = fc_metrics_gauge("flamecol_store_used_bytes", labels,
                                      "Bytes of database pages holding data (free pages excluded).");
-    x->retention_deleted = fc_metrics_counter("flamecol_store_retention_deleted_total", labels,
-                                              "Windows deleted by retention (age or size).");
+    x->retention_deleted = fc_metrics_counter(
+        "flamecol_store_retention_deleted_total", labels,
+        "Windows deleted by retention (age, size, or fine_retention compaction).");
     self->ctx = x;
     return FC_OK;
 }
@@ -99,6 +104,11 @@ static void retention_pass(struct store_exporter *x)
     if (x->cfg->retention > 0 &&
         fc_store_delete_before(x->store, now_s - x->cfg->retention / 1000000000LL, &deleted,
                                &err) == FC_OK) {
+        total += deleted;
+    }
+    if (x->cfg->fine_retention > 0 &&
+        fc_store_compact_before(x->store, now_s - x->cfg->fine_retention / 1000000000LL, &deleted,
+                                &err) == FC_OK) {
         total += deleted;
     }
     if (x->cfg->max_size > 0) {

@@ -13,6 +13,7 @@
 struct store_config {
     const char *path;
     int64_t retention;
+    int64_t fine_retention;
     int64_t retention_interval;
     int64_t max_size;
     int sync; /* enum fc_store_sync, in the order of the schema's choices */

@@ -452,8 +452,12 @@ class RetentionTest(unittest.TestCase):
                 self.assertEqual(status, 200, text)
             deadline = time.monotonic() + 20
             old = None
+            when = now - 3 * 3600
             while time.monotonic() < deadline:
-                old = flamebearer_flat(json.loads(render(c, t + '{service_name="old"}')[2]))[0]
+                # Its 10 s window: coarse windows that have not ended yet still
+                # hold it (retention deletes a window once all of it is old).
+                old = flamebearer_flat(json.loads(render(c, t + '{service_name="old"}', **{
+                    "from": str(when), "until": str(when + 10)})[2]))[0]
                 if old == 0:
                     break
                 time.sleep(0.1)  # polling for the retention pass, not a fixed wait
@@ -462,6 +466,50 @@ class RetentionTest(unittest.TestCase):
             self.assertEqual(new, 5 * 10000000)
             self.assertGreater(c.metric("flamecol_store_retention_deleted_total", 'exporter="store"'), 0)
             self.assertGreater(c.metric("flamecol_store_used_bytes", 'exporter="store"'), 0)
+            self.assertEqual(c.stop(), 0, c.log())
+
+
+class FineRetentionTest(unittest.TestCase):
+    def test_old_past_is_read_at_100s(self):
+        text = STORE_PIPELINE.replace("{sync}", "batch").replace("{retention}", "0")
+        text = text.replace("    retention_interval:", "    fine_retention: 1h\n    retention_interval:")
+        c = Collector(text)
+        t = "process_cpu:cpu:nanoseconds:cpu:nanoseconds"
+        with c:
+            now = int(time.time())
+            old = (now - 3 * 3600) // 100 * 100 + 50  # mid 100 s window, 10 s windows compacted
+            new = (now - 600) // 100 * 100 + 50  # still at 10 s
+            for name, when in (("old", old), ("new", new)):
+                status, _, body = http("POST", c.base + "/ingest?name=%s.cpu&from=%d&until=%d"
+                                       % (name, when, when + 10), b"main;work 5")
+                self.assertEqual(status, 200, body)
+
+            def total(name, frm, until):
+                doc = json.loads(render(c, t + '{service_name="%s"}' % name,
+                                        **{"from": str(frm), "until": str(until)})[2])
+                return flamebearer_flat(doc)[0]
+
+            # A range 30 s before the old profile: once compacted, it rounds out
+            # to the 100 s window that holds it.
+            deadline = time.monotonic() + 20
+            got = 0
+            while time.monotonic() < deadline:
+                got = total("old", old - 30, old - 20)
+                if got:
+                    break
+                time.sleep(0.1)  # polling for the retention pass, not a fixed wait
+            self.assertEqual(got, 5 * 10000000)
+            self.assertEqual(total("old", old, old + 10), 5 * 10000000)
+            # The recent past keeps its 10 s resolution.
+            self.assertEqual(total("new", new - 30, new - 20), 0)
+            self.assertEqual(total("new", new, new + 10), 5 * 10000000)
+            # The old 10 s windows are deleted by a later pass (polling for it).
+            deleted = 0
+            while time.monotonic() < deadline and not deleted:
+                deleted = c.metric("flamecol_store_retention_deleted_total", 'exporter="store"')
+                time.sleep(0.1)
+            self.assertGreater(deleted, 0)
+            self.assertEqual(total("old", old - 30, old - 20), 5 * 10000000)
             self.assertEqual(c.stop(), 0, c.log())
 
 

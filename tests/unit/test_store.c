@@ -455,25 +455,48 @@ static void test_other_format_is_refused(void **state)
     assert_non_null(strstr(err.msg, "on-disk format 2"));
 }
 
+/* A store of its own in a subdirectory of the test's directory. */
+static struct fc_store *open_sub(const char *name)
+{
+    char sub[256];
+    struct fc_store_options o = {0};
+    struct fc_store *st;
+    struct fc_error err = {0};
+
+    snprintf(sub, sizeof(sub), "%s/%s", dir, name);
+    o.path = sub;
+    o.sync = FC_SYNC_NONE;
+    assert_int_equal(fc_store_open(&o, &st, &err), FC_OK);
+    return st;
+}
+
+static int64_t range_total(struct fc_store *st, struct fc_store_query *q, int64_t from_s,
+                           int64_t until_s)
+{
+    struct fc_store_result res;
+    struct fc_store_stats stats;
+    struct fc_error err = {0};
+    int64_t total;
+
+    q->from_ns = from_s * 1000000000LL;
+    q->until_ns = until_s * 1000000000LL;
+    assert_int_equal(fc_store_select_merge(st, q, &res, &stats, &err), FC_OK);
+    total = fc_tree_total(&res.tree);
+    fc_store_result_release(&res);
+    return total;
+}
+
 static void test_retention_deletes_old_windows_and_frees_pages(void **state)
 {
-    char sub[128];
-    struct fc_store_options o = {0};
-    struct fc_store *s2;
+    struct fc_store *s2 = open_sub("retention");
     struct fc_error err = {0};
     struct fc_selector sel;
     struct fc_store_query q = {0};
-    struct fc_store_result res;
-    struct fc_store_stats stats;
     int64_t used_before, used_after, recent_before;
     uint64_t deleted = 0;
     const int64_t later = BASE + 40 * 86400;
 
     (void)state;
-    snprintf(sub, sizeof(sub), "%s/retention", dir);
-    o.path = sub;
-    o.sync = FC_SYNC_NONE;
-    assert_int_equal(fc_store_open(&o, &s2, &err), FC_OK);
     for (int i = 0; i < 40; i++) {
         struct fc_batch *b = load("go-1s-cpu.pb.gz", i % 2, (i < 20 ? BASE : later) + i * 10, "r");
         assert_int_equal(fc_store_write(s2, &b, 1, &err), FC_OK);
@@ -483,11 +506,7 @@ static void test_retention_deletes_old_windows_and_frees_pages(void **state)
                      FC_OK);
     q.tenant = "r";
     q.selector = &sel;
-    q.from_ns = (later - 60) * 1000000000LL;
-    q.until_ns = (later + 86400) * 1000000000LL;
-    assert_int_equal(fc_store_select_merge(s2, &q, &res, &stats, &err), FC_OK);
-    recent_before = fc_tree_total(&res.tree);
-    fc_store_result_release(&res);
+    recent_before = range_total(s2, &q, later - 60, later + 86400);
     assert_int_equal(fc_store_oldest(s2), BASE);
     used_before = fc_store_used_bytes(s2);
     /* Everything ending 35 days after BASE goes; the later 20 profiles stay. */
@@ -495,17 +514,70 @@ static void test_retention_deletes_old_windows_and_frees_pages(void **state)
     assert_true(deleted > 0);
     used_after = fc_store_used_bytes(s2);
     assert_true(used_after < used_before);
-    q.from_ns = (BASE - 60) * 1000000000LL;
-    q.until_ns = (BASE + 3600) * 1000000000LL;
-    assert_int_equal(fc_store_select_merge(s2, &q, &res, &stats, &err), FC_OK);
-    assert_int_equal(fc_tree_total(&res.tree), 0);
-    fc_store_result_release(&res);
-    q.from_ns = (later - 60) * 1000000000LL;
-    q.until_ns = (later + 86400) * 1000000000LL;
-    assert_int_equal(fc_store_select_merge(s2, &q, &res, &stats, &err), FC_OK);
-    assert_int_equal(fc_tree_total(&res.tree), recent_before);
-    fc_store_result_release(&res);
+    assert_int_equal(range_total(s2, &q, BASE - 60, BASE + 3600), 0);
+    assert_int_equal(range_total(s2, &q, later - 60, later + 86400), recent_before);
     assert_true(fc_store_oldest(s2) >= later);
+    fc_selector_release(&sel);
+    fc_store_close(s2);
+}
+
+/* fine_retention: old 10 s windows go; that past is answered from 100 s windows. */
+static void test_compaction_rounds_old_ranges_out_to_100s(void **state)
+{
+    struct fc_store *s2 = open_sub("compaction");
+    struct fc_error err = {0};
+    struct fc_selector sel;
+    struct fc_store_query q = {0};
+    int64_t aligned, unaligned, rounded, fine, used_before, sum_before = 0, sum_after = 0;
+    int64_t before[60], after[60];
+    uint64_t deleted = 0;
+
+    (void)state;
+    for (int i = 0; i < 60; i++) { /* one profile per 10 s over [BASE, BASE + 600) */
+        struct fc_batch *b = load("go-1s-cpu.pb.gz", 0, BASE + i * 10, "c");
+        assert_int_equal(fc_store_write(s2, &b, 1, &err), FC_OK);
+        fc_batch_unref(b);
+    }
+    assert_int_equal(fc_selector_parse("process_cpu:cpu:nanoseconds:cpu:nanoseconds{}", &sel, &err),
+                     FC_OK);
+    q.tenant = "c";
+    q.selector = &sel;
+    aligned = range_total(s2, &q, BASE + 100, BASE + 300);
+    unaligned = range_total(s2, &q, BASE + 130, BASE + 270);
+    fine = range_total(s2, &q, BASE + 430, BASE + 570);
+    assert_true(unaligned > 0 && unaligned < aligned);
+    q.from_ns = BASE * 1000000000LL;
+    q.until_ns = (BASE + 600) * 1000000000LL;
+    assert_int_equal(fc_store_timeline(s2, &q, 10000000000LL, before, 60, &err), FC_OK);
+    used_before = fc_store_used_bytes(s2);
+
+    /* The cutoff rounds down to 100 s: the 10 s windows of [BASE, BASE + 400) go. */
+    assert_int_equal(fc_store_compact_before(s2, BASE + 455, &deleted, &err), FC_OK);
+    assert_int_equal(deleted, 40);
+    assert_true(fc_store_used_bytes(s2) <= used_before);
+    for (int reopen = 0; reopen < 2; reopen++) {
+        assert_int_equal(range_total(s2, &q, BASE + 100, BASE + 300), aligned);
+        rounded = range_total(s2, &q, BASE + 130, BASE + 270);
+        assert_int_equal(rounded, aligned); /* rounded out, nothing lost at the edges */
+        assert_int_equal(range_total(s2, &q, BASE + 430, BASE + 570), fine);
+        q.from_ns = BASE * 1000000000LL;
+        q.until_ns = (BASE + 600) * 1000000000LL;
+        assert_int_equal(fc_store_timeline(s2, &q, 10000000000LL, after, 60, &err), FC_OK);
+        sum_before = sum_after = 0;
+        for (int i = 0; i < 60; i++) {
+            sum_before += before[i];
+            sum_after += after[i];
+            if (i >= 40) {
+                assert_int_equal(after[i], before[i]); /* the fine part keeps 10 s steps */
+            }
+        }
+        assert_int_equal(sum_after, sum_before);
+        assert_int_equal(after[11], 0); /* BASE + 110 now lies in the BASE + 100 window */
+        assert_true(after[10] > before[10]);
+        /* Remembered across restarts. */
+        fc_store_close(s2);
+        s2 = open_sub("compaction");
+    }
     fc_selector_release(&sel);
     fc_store_close(s2);
 }
@@ -514,6 +586,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_oracle),
+        cmocka_unit_test(test_compaction_rounds_old_ranges_out_to_100s),
         cmocka_unit_test(test_other_format_is_refused),
         cmocka_unit_test(test_tenants_do_not_mix),
         cmocka_unit_test(test_selector_errors),
