@@ -1495,6 +1495,22 @@ static int by_base_then_sid(const void *a, const void *b)
     return c ? c : cmp_u32(&x[1], &y[1]);
 }
 
+/* The base a series is packed under. */
+static bool base_of(struct reader *r, uint32_t series, uint32_t *base)
+{
+    struct key k;
+    MDB_val kv, v;
+
+    key_tenant(&k, r->tenant);
+    key_be32(&k, series);
+    kv = val(k.b, k.n);
+    if (mdb_get(r->txn, r->s->db[DB_SBASE], &kv, &v) != 0 || v.mv_size != 4) {
+        return false;
+    }
+    *base = be32(v.mv_data);
+    return true;
+}
+
 static void group_by_base(struct reader *r, const struct idset *ids, struct bases *out)
 {
     uint32_t(*pairs)[2] = fc_xcalloc(ids->n + 1, sizeof(*pairs));
@@ -1502,15 +1518,8 @@ static void group_by_base(struct reader *r, const struct idset *ids, struct base
 
     memset(out, 0, sizeof(*out));
     for (size_t i = 0; i < ids->n; i++) {
-        struct key k;
-        MDB_val kv, v;
-        key_tenant(&k, r->tenant);
-        key_be32(&k, ids->v[i]);
-        kv = val(k.b, k.n);
-        if (mdb_get(r->txn, r->s->db[DB_SBASE], &kv, &v) == 0 && v.mv_size == 4) {
-            pairs[n][0] = be32(v.mv_data);
-            pairs[n][1] = ids->v[i];
-            n++;
+        if (base_of(r, ids->v[i], &pairs[n][0])) {
+            pairs[n++][1] = ids->v[i];
         }
     }
     qsort(pairs, n, sizeof(*pairs), by_base_then_sid);
@@ -1538,10 +1547,27 @@ static void bases_release(struct bases *b)
 struct merge {
     struct reader *r;
     const struct base_group *group;
-    struct fc_tree *tree;
+    struct fc_tree *tree; /* NULL: only whether the group has data (found) */
     uint32_t merged;
     int rc;
+    bool found;
 };
+
+/* Whether a packed window holds a positive total for the group (header only). */
+static bool window_has(const struct base_group *group, const MDB_val *v)
+{
+    struct packed p;
+    bool has = false;
+
+    if (!packed_parse(v->mv_data, v->mv_size, &p)) {
+        return false;
+    }
+    for (uint32_t i = 0; i < p.n && !has; i++) {
+        has = p.totals[i] > 0 && base_wants((void *)group, p.series[i]);
+    }
+    packed_release(&p);
+    return has;
+}
 
 static void take(struct merge *m, int level, int64_t window)
 {
@@ -1552,6 +1578,10 @@ static void take(struct merge *m, int level, int64_t window)
     node_key(&k, m->r->tenant, m->group->base, level, window);
     kv = val(k.b, k.n);
     if (mdb_get(m->r->txn, m->r->s->db[DB_NODE], &kv, &v) != 0) {
+        return;
+    }
+    if (m->tree == NULL) {
+        m->found = m->found || window_has(m->group, &v);
         return;
     }
     /* Decoded apart first: a corrupt window is skipped whole, never half merged. */
@@ -1577,7 +1607,7 @@ static void cover(struct merge *m, int level, int64_t lo, int64_t hi)
     int64_t d = level_secs[level];
     int64_t w = (lo >= 0 ? lo / d : (lo - d + 1) / d) * d;
 
-    for (; w < hi && m->rc == FC_OK; w += d) {
+    for (; w < hi && m->rc == FC_OK && !m->found; w += d) {
         int64_t a = w > lo ? w : lo;
         int64_t b = w + d < hi ? w + d : hi;
         if (a == w && b == w + d) {
@@ -1716,7 +1746,7 @@ int fc_store_select_merge(struct fc_store *s, const struct fc_store_query *q,
         struct bases bases;
         group_by_base(&r, &ids, &bases);
         for (size_t i = 0; rc == FC_OK && i < bases.n; i++) {
-            struct merge m = {&r, &bases.v[i], &out->tree, 0, FC_OK};
+            struct merge m = {&r, &bases.v[i], &out->tree, 0, FC_OK, false};
             cover(&m, q->level0_only ? 0 : FC_STORE_LEVELS - 1, from_s, until_s);
             stats->nodes_merged += m.merged;
             rc = m.rc;
@@ -1874,10 +1904,25 @@ static bool seen(const struct idset *s, uint32_t id)
     return false;
 }
 
-int fc_store_series_labels(struct fc_store *s, const char *tenant,
-                           const struct fc_selector *selectors, size_t n_selectors, char ***out,
-                           size_t *n, struct fc_error *err)
+/* Whether the series has data in [from_s, until_s) (window headers only). */
+static bool has_data(struct reader *r, uint32_t series, int64_t from_s, int64_t until_s)
 {
+    struct base_group one = {0, &series, 1};
+    struct merge m = {r, &one, NULL, 0, FC_OK, false};
+
+    if (!base_of(r, series, &one.base)) {
+        return false;
+    }
+    cover(&m, FC_STORE_LEVELS - 1, from_s, until_s);
+    return m.found;
+}
+
+int fc_store_series_labels(struct fc_store *s, const char *tenant,
+                           const struct fc_selector *selectors, size_t n_selectors, int64_t from_ns,
+                           int64_t until_ns, char ***out, size_t *n, struct fc_error *err)
+{
+    struct fc_store_query range = {0};
+    int64_t from_s = 0, until_s = 0;
     struct reader r;
     struct idset all = {0};
     size_t cap = 0;
@@ -1899,13 +1944,19 @@ int fc_store_series_labels(struct fc_store *s, const char *tenant,
         }
         free(ids.v);
     }
+    range.from_ns = from_ns;
+    range.until_ns = until_ns;
+    if (until_ns > 0) {
+        normalize(&range, &from_s, &until_s);
+    }
     for (size_t i = 0; rc == FC_OK && i < all.n; i++) {
         struct key k;
         MDB_val kv, v;
         key_tenant(&k, tenant);
         key_be32(&k, all.v[i]);
         kv = val(k.b, k.n);
-        if (mdb_get(r.txn, s->db[DB_SID], &kv, &v) != 0) {
+        if (mdb_get(r.txn, s->db[DB_SID], &kv, &v) != 0 ||
+            (until_ns > 0 && !has_data(&r, all.v[i], from_s, until_s))) {
             continue;
         }
         if (*n == cap) {
@@ -1977,9 +2028,7 @@ int fc_store_select_series(struct fc_store *s, const struct fc_store_query *q, i
         {
             /* One series of its base; a base has few series, so this stays cheap. */
             struct base_group one = {0, &ids.v[i], 1};
-            kv = val(k.b, k.n);
-            if (mdb_get(r.txn, s->db[DB_SBASE], &kv, &v) == 0 && v.mv_size == 4) {
-                one.base = be32(v.mv_data);
+            if (base_of(&r, ids.v[i], &one.base)) {
                 rc = timeline_of(&r, q, &one, step_ns, (*out)[g].buckets, n_buckets);
             }
         }

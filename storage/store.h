@@ -98,11 +98,12 @@ int fc_store_timeline(struct fc_store *s, const struct fc_store_query *q, int64_
 
 /*
  * The label sets (canonical form: name 0x01 value 0x02 ...) of the series
- * matching any of the selectors (a selector may lack a profile type here).
+ * matching any of the selectors (a selector may lack a profile type here)
+ * with data in [from_ns, until_ns) (until_ns <= 0: any time).
  */
 int fc_store_series_labels(struct fc_store *s, const char *tenant,
-                           const struct fc_selector *selectors, size_t n_selectors, char ***out,
-                           size_t *n, struct fc_error *err);
+                           const struct fc_selector *selectors, size_t n_selectors, int64_t from_ns,
+                           int64_t until_ns, char ***out, size_t *n, struct fc_error *err);
 
 /* One time series of SelectSeries: the group's label values and a total per step. */
 struct fc_store_timeseries {

@@ -142,35 +142,6 @@ static void free_selectors(struct fc_selector *s, size_t n)
     free(s);
 }
 
-static void profile_types(struct call *c, const uint8_t *body, size_t len)
-{
-    Querier__V1__ProfileTypesResponse resp = QUERIER__V1__PROFILE_TYPES_RESPONSE__INIT;
-    char **ids;
-    size_t n;
-
-    if (read_request(c, &querier__v1__profile_types_request__descriptor, body, len) == NULL) {
-        return;
-    }
-    if (fc_store_label_values(c->x->store, c->tenant, "__profile_type__", &ids, &n, &c->err) !=
-        FC_OK) {
-        return;
-    }
-    resp.profile_types = anew(c, n * sizeof(Types__V1__ProfileType *));
-    for (size_t i = 0; i < n; i++) {
-        Types__V1__ProfileType *t = anew(c, sizeof(*t));
-        types__v1__profile_type__init(t);
-        t->id = fc_arena_strdup(c->arena, ids[i]);
-        t->name = id_part(c, ids[i], 0);
-        t->sample_type = id_part(c, ids[i], 1);
-        t->sample_unit = id_part(c, ids[i], 2);
-        t->period_type = id_part(c, ids[i], 3);
-        t->period_unit = id_part(c, ids[i], 4);
-        resp.profile_types[resp.n_profile_types++] = t;
-    }
-    fc_store_strings_free(ids, n);
-    answer(c, &resp.base);
-}
-
 /* Walks canonical label sets: name 0x01 value 0x02 ... */
 static size_t split_labels(const char *canon, const char **names, size_t *name_lens,
                            const char **values, size_t *value_lens, size_t max)
@@ -198,9 +169,14 @@ static int by_cstr(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* Names (want_value == NULL) or values of one name, over the series of the matchers. */
+/*
+ * Names (want_value == NULL) or values of one name, over the series of the
+ * matchers with data in [start_ms, end_ms) (end_ms == 0: any time). Without
+ * matchers or range they come straight from the label index.
+ */
 static void names_or_values(struct call *c, char **matchers, size_t n_matchers,
-                            const char *want_value, char ***out, size_t *n_out)
+                            const char *want_value, int64_t start_ms, int64_t end_ms, char ***out,
+                            size_t *n_out)
 {
     struct fc_selector *sels;
     char **series;
@@ -209,11 +185,23 @@ static void names_or_values(struct call *c, char **matchers, size_t n_matchers,
 
     *out = NULL;
     *n_out = 0;
+    if (n_matchers == 0 && end_ms == 0) {
+        if (want_value == NULL) {
+            fc_store_label_names(c->x->store, c->tenant, out, n_out, &c->err);
+        } else {
+            fc_store_label_values(c->x->store, c->tenant, want_value, out, n_out, &c->err);
+        }
+        return;
+    }
+    if (end_ms != 0 && start_ms > end_ms) {
+        fc_errorf(&c->err, FC_EPROTO, "start is after end");
+        return;
+    }
     if (!parse_selectors(c, matchers, n_matchers, &sels)) {
         return;
     }
-    if (fc_store_series_labels(c->x->store, c->tenant, sels, n_matchers, &series, &n, &c->err) !=
-        FC_OK) {
+    if (fc_store_series_labels(c->x->store, c->tenant, sels, n_matchers, start_ms * 1000000LL,
+                               end_ms * 1000000LL, &series, &n, &c->err) != FC_OK) {
         free_selectors(sels, n_matchers);
         return;
     }
@@ -250,6 +238,38 @@ static void names_or_values(struct call *c, char **matchers, size_t n_matchers,
     free_selectors(sels, n_matchers);
 }
 
+static void profile_types(struct call *c, const uint8_t *body, size_t len)
+{
+    Querier__V1__ProfileTypesResponse resp = QUERIER__V1__PROFILE_TYPES_RESPONSE__INIT;
+    char **ids;
+    size_t n;
+
+    Querier__V1__ProfileTypesRequest *req =
+        read_request(c, &querier__v1__profile_types_request__descriptor, body, len);
+
+    if (req == NULL) {
+        return;
+    }
+    names_or_values(c, NULL, 0, "__profile_type__", req->start, req->end, &ids, &n);
+    if (c->err.code != FC_OK) {
+        return;
+    }
+    resp.profile_types = anew(c, n * sizeof(Types__V1__ProfileType *));
+    for (size_t i = 0; i < n; i++) {
+        Types__V1__ProfileType *t = anew(c, sizeof(*t));
+        types__v1__profile_type__init(t);
+        t->id = fc_arena_strdup(c->arena, ids[i]);
+        t->name = id_part(c, ids[i], 0);
+        t->sample_type = id_part(c, ids[i], 1);
+        t->sample_unit = id_part(c, ids[i], 2);
+        t->period_type = id_part(c, ids[i], 3);
+        t->period_unit = id_part(c, ids[i], 4);
+        resp.profile_types[resp.n_profile_types++] = t;
+    }
+    fc_store_strings_free(ids, n);
+    answer(c, &resp.base);
+}
+
 static char **arena_strings(struct call *c, char **v, size_t n)
 {
     char **out = anew(c, n * sizeof(char *));
@@ -270,15 +290,9 @@ static void label_names(struct call *c, const uint8_t *body, size_t len)
     if (req == NULL) {
         return;
     }
-    if (req->n_matchers == 0) {
-        if (fc_store_label_names(c->x->store, c->tenant, &v, &n, &c->err) != FC_OK) {
-            return;
-        }
-    } else {
-        names_or_values(c, req->matchers, req->n_matchers, NULL, &v, &n);
-        if (c->err.code != FC_OK) {
-            return;
-        }
+    names_or_values(c, req->matchers, req->n_matchers, NULL, req->start, req->end, &v, &n);
+    if (c->err.code != FC_OK) {
+        return;
     }
     resp.names = arena_strings(c, v, n);
     resp.n_names = n;
@@ -301,15 +315,9 @@ static void label_values(struct call *c, const uint8_t *body, size_t len)
         fc_errorf(&c->err, FC_EPROTO, "name is required");
         return;
     }
-    if (req->n_matchers == 0) {
-        if (fc_store_label_values(c->x->store, c->tenant, req->name, &v, &n, &c->err) != FC_OK) {
-            return;
-        }
-    } else {
-        names_or_values(c, req->matchers, req->n_matchers, req->name, &v, &n);
-        if (c->err.code != FC_OK) {
-            return;
-        }
+    names_or_values(c, req->matchers, req->n_matchers, req->name, req->start, req->end, &v, &n);
+    if (c->err.code != FC_OK) {
+        return;
     }
     resp.names = arena_strings(c, v, n);
     resp.n_names = n;
@@ -329,8 +337,9 @@ static void series(struct call *c, const uint8_t *body, size_t len)
     if (req == NULL || !parse_selectors(c, req->matchers, req->n_matchers, &sels)) {
         return;
     }
-    if (fc_store_series_labels(c->x->store, c->tenant, sels, req->n_matchers, &v, &n, &c->err) !=
-        FC_OK) {
+    if (fc_store_series_labels(c->x->store, c->tenant, sels, req->n_matchers,
+                               req->start * 1000000LL, req->end * 1000000LL, &v, &n,
+                               &c->err) != FC_OK) {
         free_selectors(sels, req->n_matchers);
         return;
     }

@@ -314,6 +314,30 @@ class ConnectApiTest(unittest.TestCase):
         self.assertEqual(status, 400)
         self.assertEqual(body["code"], "invalid_argument")
 
+    def test_label_calls_keep_to_their_time_range(self):
+        for name, when in (("range-early", 1600000000), ("range-late", 1600003600)):
+            status, _, text = http("POST", self.c.base + "/ingest?name=%s.cpu&from=%d&until=%d"
+                                   % (name, when, when + 10), b"main;work 5")
+            self.assertEqual(status, 200, text)
+        late = {"start": str(1600003500 * 1000), "end": str(1600003700 * 1000)}
+        sel = '{service_name=~"range-.*"}'
+        status, _, body = connect(self.c, "LabelValues", {"name": "service_name", **late})
+        self.assertEqual(status, 200, body)
+        self.assertIn("range-late", body["names"])
+        self.assertNotIn("range-early", body["names"])
+        status, _, body = connect(self.c, "LabelValues", {"name": "service_name", "matchers": [sel]})
+        self.assertEqual(body["names"], ["range-early", "range-late"])  # no range: all time
+        status, _, body = connect(self.c, "Series", {"matchers": [sel], **late})
+        names = [[p["value"] for p in l["labels"] if p["name"] == "service_name"] for l in body["labelsSet"]]
+        self.assertEqual(names, [["range-late"]])
+        nothing = {"start": str(1500000000 * 1000), "end": str(1500000600 * 1000)}
+        status, _, body = connect(self.c, "LabelNames", {"matchers": [sel], **nothing})
+        self.assertEqual(body.get("names", []), [])
+        status, _, body = connect(self.c, "ProfileTypes", nothing)
+        self.assertEqual(body.get("profileTypes", []), [])
+        status, _, body = connect(self.c, "LabelNames", {"start": "2000", "end": "1000"})
+        self.assertEqual(status, 400)
+
     def test_select_merge_stacktraces_json_and_proto(self):
         req = {"profileTypeID": "process_cpu:cpu:nanoseconds:cpu:nanoseconds",
                "labelSelector": '{service_name="svc-%d"}' % self.cpu,
