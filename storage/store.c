@@ -351,7 +351,8 @@ int64_t fc_store_oldest(struct fc_store *s)
              g = mdb_cursor_get(c, &kv, &v, MDB_NEXT)) {
             int level;
             int64_t window;
-            if (node_key_parts(&kv, &level, &window) && level == 0 && window < oldest) {
+            /* Level 1 too: compacted data has no 10 s windows left. */
+            if (node_key_parts(&kv, &level, &window) && level <= 1 && window < oldest) {
                 oldest = window;
             }
         }
@@ -359,6 +360,30 @@ int64_t fc_store_oldest(struct fc_store *s)
     }
     mdb_txn_abort(txn);
     return oldest;
+}
+
+int fc_store_trim(struct fc_store *s, int64_t high, int64_t low, int64_t now_s, uint64_t *deleted,
+                  struct fc_error *err)
+{
+    int64_t used = fc_store_used_bytes(s);
+    int64_t cutoff = fc_store_oldest(s);
+
+    *deleted = 0;
+    if (used <= high) {
+        return FC_OK;
+    }
+    /* Oldest first, an hour at a time, until under low. */
+    while (used > low && cutoff != INT64_MAX && cutoff < now_s) {
+        uint64_t n = 0;
+        int rc;
+        cutoff += 3600;
+        if ((rc = fc_store_delete_before(s, cutoff, &n, err)) != FC_OK) {
+            return rc;
+        }
+        *deleted += n;
+        used = fc_store_used_bytes(s);
+    }
+    return FC_OK;
 }
 
 int64_t fc_store_used_bytes(struct fc_store *s)

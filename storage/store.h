@@ -138,7 +138,13 @@ int fc_store_delete_before(struct fc_store *s, int64_t cutoff_s, uint64_t *delet
  */
 int fc_store_compact_before(struct fc_store *s, int64_t cutoff_s, uint64_t *deleted,
                             struct fc_error *err);
-/* The start of the oldest 10 s window stored (any tenant), or INT64_MAX when empty. */
+/*
+ * Retention by size: past `high` bytes in use, deletes the oldest data an
+ * hour at a time (never past now_s) until at most `low` are in use.
+ */
+int fc_store_trim(struct fc_store *s, int64_t high, int64_t low, int64_t now_s, uint64_t *deleted,
+                  struct fc_error *err);
+/* The start of the oldest 10 s or 100 s window stored (any tenant), or INT64_MAX when empty. */
 int64_t fc_store_oldest(struct fc_store *s);
 /* Bytes of database pages in use (the file's pages minus the free list). */
 int64_t fc_store_used_bytes(struct fc_store *s);

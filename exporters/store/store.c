@@ -111,22 +111,10 @@ static void retention_pass(struct store_exporter *x)
                                 &err) == FC_OK) {
         total += deleted;
     }
-    if (x->cfg->max_size > 0) {
-        int64_t high = x->cfg->max_size / 10 * 9, low = x->cfg->max_size / 10 * 8;
-        int64_t used = fc_store_used_bytes(x->store);
-        int64_t cutoff = fc_store_oldest(x->store);
-        /* Oldest first, an hour at a time, until back under 80%. */
-        while (used > high && cutoff != INT64_MAX && cutoff < now_s) {
-            cutoff += 3600;
-            if (fc_store_delete_before(x->store, cutoff, &deleted, &err) != FC_OK) {
-                break;
-            }
-            total += deleted;
-            used = fc_store_used_bytes(x->store);
-            if (used <= low) {
-                break;
-            }
-        }
+    if (x->cfg->max_size > 0 &&
+        fc_store_trim(x->store, x->cfg->max_size / 10 * 9, x->cfg->max_size / 10 * 8, now_s,
+                      &deleted, &err) == FC_OK) {
+        total += deleted;
     }
     if (err.code != FC_OK) {
         fc_log_error(x->self->id, "retention: %s", err.msg);

@@ -521,6 +521,46 @@ static void test_retention_deletes_old_windows_and_frees_pages(void **state)
     fc_store_close(s2);
 }
 
+/* max_size: past the high mark the oldest hours go until under the low mark. */
+static void test_trim_deletes_oldest_hours_down_to_low(void **state)
+{
+    struct fc_store *s2 = open_sub("trim");
+    struct fc_error err = {0};
+    struct fc_selector sel;
+    struct fc_store_query q = {0};
+    const int64_t end = BASE + 48 * 3600;
+    int64_t used, last_hour;
+    uint64_t deleted = 0;
+
+    (void)state;
+    for (int h = 0; h < 48; h++) {
+        for (int k = 0; k < 6; k++) {
+            struct fc_batch *b = load("go-1s-cpu.pb.gz", k, BASE + h * 3600 + k * 10, "z");
+            assert_int_equal(fc_store_write(s2, &b, 1, &err), FC_OK);
+            fc_batch_unref(b);
+        }
+    }
+    assert_int_equal(fc_selector_parse("process_cpu:cpu:nanoseconds:cpu:nanoseconds{}", &sel, &err),
+                     FC_OK);
+    q.tenant = "z";
+    q.selector = &sel;
+    last_hour = range_total(s2, &q, end - 3600, end);
+    assert_true(last_hour > 0);
+    used = fc_store_used_bytes(s2);
+    /* Under the high mark: nothing happens. */
+    assert_int_equal(fc_store_trim(s2, used, used / 2, end, &deleted, &err), FC_OK);
+    assert_int_equal(deleted, 0);
+    assert_int_equal(fc_store_oldest(s2), BASE);
+    assert_int_equal(fc_store_trim(s2, used * 6 / 10, used / 2, end, &deleted, &err), FC_OK);
+    assert_true(deleted > 0);
+    assert_true(fc_store_used_bytes(s2) <= used / 2);
+    assert_true(fc_store_oldest(s2) > BASE);
+    assert_int_equal(range_total(s2, &q, BASE, BASE + 60), 0);         /* the oldest went first */
+    assert_int_equal(range_total(s2, &q, end - 3600, end), last_hour); /* the newest stayed */
+    fc_selector_release(&sel);
+    fc_store_close(s2);
+}
+
 /* fine_retention: old 10 s windows go; that past is answered from 100 s windows. */
 static void test_compaction_rounds_old_ranges_out_to_100s(void **state)
 {
@@ -586,6 +626,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_oracle),
+        cmocka_unit_test(test_trim_deletes_oldest_hours_down_to_low),
         cmocka_unit_test(test_compaction_rounds_old_ranges_out_to_100s),
         cmocka_unit_test(test_other_format_is_refused),
         cmocka_unit_test(test_tenants_do_not_mix),
