@@ -187,6 +187,26 @@ void fc_flamegraph_release(struct fc_flamegraph *fg)
     memset(fg, 0, sizeof(*fg));
 }
 
+/* A timeline object: {startTime, samples, durationDelta, watermarks}. */
+static void write_timeline(const struct fc_flamebearer_meta *meta, const int64_t *samples,
+                           struct fc_buf *out)
+{
+    if (samples == NULL) {
+        fc_buf_puts(out, "null");
+        return;
+    }
+    fc_buf_printf(out, "{\"startTime\":%" PRId64 ",\"samples\":[", meta->timeline_start_s);
+    for (size_t i = 0; i < meta->timeline_n; i++) {
+        fc_buf_printf(out, "%s%" PRId64, i ? "," : "", samples[i]);
+    }
+    fc_buf_printf(out, "],\"durationDelta\":%" PRId64 ",\"watermarks\":", meta->timeline_step_s);
+    if (meta->watermark_100s != 0) {
+        fc_buf_printf(out, "{\"1\":%" PRId64 "}}", meta->watermark_100s);
+    } else {
+        fc_buf_puts(out, "null}");
+    }
+}
+
 int fc_flamebearer_write(const struct fc_tree *t, char *const *names, uint32_t max_nodes,
                          const struct fc_flamebearer_meta *meta, struct fc_buf *out)
 {
@@ -215,17 +235,19 @@ int fc_flamebearer_write(const struct fc_tree *t, char *const *names, uint32_t m
     fc_buf_puts(out, "\",\"name\":\"");
     fc_buf_json_escape(out, meta->name, strlen(meta->name));
     fc_buf_puts(out, "\"},\"timeline\":");
-    if (meta->timeline == NULL) {
+    write_timeline(meta, meta->timeline, out);
+    fc_buf_puts(out, ",\"groups\":");
+    if (meta->n_groups == 0) {
         fc_buf_puts(out, "null");
-    } else {
-        fc_buf_printf(out, "{\"startTime\":%" PRId64 ",\"samples\":[", meta->timeline_start_s);
-        for (size_t i = 0; i < meta->timeline_n; i++) {
-            fc_buf_printf(out, "%s%" PRId64, i ? "," : "", meta->timeline[i]);
-        }
-        fc_buf_printf(out, "],\"durationDelta\":%" PRId64 ",\"watermarks\":null}",
-                      meta->timeline_step_s);
     }
-    fc_buf_puts(out, ",\"groups\":null,\"heatmap\":null}");
+    for (size_t g = 0; g < meta->n_groups; g++) {
+        fc_buf_puts(out, g ? ",\"" : "{\"");
+        fc_buf_json_escape(out, meta->group_names[g], strlen(meta->group_names[g]));
+        fc_buf_puts(out, "\":");
+        write_timeline(meta, meta->group_timelines[g], out);
+        fc_buf_puts(out, g + 1 == meta->n_groups ? "}" : "");
+    }
+    fc_buf_puts(out, ",\"heatmap\":null}");
     fc_flamegraph_release(&fg);
     return out->limit != 0 && out->len >= out->limit ? FC_ETOOBIG : FC_OK;
 }

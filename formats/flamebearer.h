@@ -22,6 +22,11 @@ struct fc_flamebearer_meta {
     int64_t timeline_step_s;
     const int64_t *timeline; /* may be NULL */
     size_t timeline_n;
+    int64_t watermark_100s; /* data before it is at 100 s resolution; 0 = none */
+    /* groupBy: one timeline (timeline_n points) per label value; "*" = without it */
+    const char *const *group_names;
+    const int64_t *const *group_timelines;
+    size_t n_groups;
 };
 
 /* The flame graph itself: names and levels of delta-encoded 4-tuples. */

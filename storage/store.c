@@ -415,6 +415,12 @@ int64_t fc_store_used_bytes(struct fc_store *s)
     return (int64_t)(((uint64_t)info.me_last_pgno + 1 - free_pages) * st.ms_psize);
 }
 
+int64_t fc_store_coarse_before(struct fc_store *s)
+{
+    int64_t v = atomic_load(&s->coarse_before);
+    return v == INT64_MIN ? 0 : v;
+}
+
 uint64_t fc_store_corrupt_windows(struct fc_store *s)
 {
     return atomic_load(&s->corrupt);

@@ -149,6 +149,8 @@ int64_t fc_store_oldest(struct fc_store *s);
 /* Bytes of database pages in use (the file's pages minus the free list). */
 int64_t fc_store_used_bytes(struct fc_store *s);
 
+/* Data before this (unix s) is kept at 100 s resolution (fine_retention); 0 = none. */
+int64_t fc_store_coarse_before(struct fc_store *s);
 /* Windows skipped by queries because their tree did not decode (logged once). */
 uint64_t fc_store_corrupt_windows(struct fc_store *s);
 

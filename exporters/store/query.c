@@ -297,15 +297,44 @@ static void on_render(void *ctx, const struct fc_http_request *req, struct fc_ht
         int64_t *timeline = fc_xcalloc(points, sizeof(int64_t));
         metadata_of(q.sel.profile_type, name, sizeof(name), units, sizeof(units), &meta);
         sq.from_ns = start * 1000000000LL;
+        const char *group_by = fc_http_query(req, "groupBy");
+        struct fc_store_timeseries *groups = NULL;
+        size_t n_groups = 0;
+        const char **group_names = NULL;
+        const int64_t **group_timelines = NULL;
         if (fc_store_timeline(x->store, &sq, step * 1000000000LL, timeline, points, &err) ==
             FC_OK) {
             meta.timeline = timeline;
             meta.timeline_n = points;
             meta.timeline_start_s = start;
             meta.timeline_step_s = step;
+            meta.watermark_100s = fc_store_coarse_before(x->store);
+        }
+        /* groupBy: a timeline per value of that label (only the first is used, as Pyroscope). */
+        if (meta.timeline != NULL && group_by != NULL && group_by[0] != '\0' &&
+            fc_store_select_series(x->store, &sq, step * 1000000000LL, points, &group_by, 1,
+                                   &groups, &n_groups, &err) == FC_OK) {
+            group_names = fc_xcalloc(n_groups + 1, sizeof(char *));
+            group_timelines = fc_xcalloc(n_groups + 1, sizeof(int64_t *));
+            for (size_t g = 0; g < n_groups; g++) {
+                /* labels are "name 0x01 value 0x02": the value, or "*" without the label */
+                char *value = strchr(groups[g].labels, '\x01');
+                char *end = value ? strchr(value + 1, '\x02') : NULL;
+                if (end != NULL) {
+                    *end = '\0';
+                }
+                group_names[g] = value ? value + 1 : "*";
+                group_timelines[g] = groups[g].buckets;
+            }
+            meta.group_names = group_names;
+            meta.group_timelines = group_timelines;
+            meta.n_groups = n_groups;
         }
         resp->content_type = "application/json";
         fc_flamebearer_write(&res.tree, res.names, (uint32_t)max_nodes, &meta, &resp->body);
+        free(group_names);
+        free(group_timelines);
+        fc_store_timeseries_free(groups, n_groups);
         free(timeline);
     }
     fc_store_result_release(&res);

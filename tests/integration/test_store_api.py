@@ -132,6 +132,29 @@ class StoreApiTest(unittest.TestCase):
         regex = flamebearer_flat(json.loads(render(self.c, '%s{service_name=~"svc-%d"}' % (t, i))[2]))[0]
         self.assertEqual(regex, whole)
 
+    def test_render_timeline_group_by(self):
+        t = "process_cpu:cpu:nanoseconds:cpu:nanoseconds"
+        i = self.files.index("go-1s-cpu")
+        q = '%s{service_name="svc-%d"}' % (t, i)
+        rng = {"from": "1699999000", "until": "1700001000"}
+        plain = json.loads(render(self.c, q, **rng)[2])
+        self.assertIsNone(plain["groups"])
+        doc = json.loads(render(self.c, q, groupBy="worker", **rng)[2])
+        timeline, groups = doc["timeline"], doc["groups"]
+        self.assertEqual(timeline, plain["timeline"])
+        self.assertEqual(sum(timeline["samples"]), doc["flamebearer"]["numTicks"])
+        self.assertGreaterEqual(len(groups), 3)  # two or more workers, and "*" for samples without
+        self.assertIn("*", groups)
+        for g in groups.values():
+            self.assertEqual((g["startTime"], g["durationDelta"], len(g["samples"])),
+                             (timeline["startTime"], timeline["durationDelta"], len(timeline["samples"])))
+        # The groups split the timeline: point by point they add up to it.
+        sums = [sum(g["samples"][k] for g in groups.values()) for k in range(len(timeline["samples"]))]
+        self.assertEqual(sums, timeline["samples"])
+        w = next(k for k in groups if k != "*")
+        one = json.loads(render(self.c, '%s{service_name="svc-%d",worker="%s"}' % (t, i, w), **rng)[2])
+        self.assertEqual(groups[w]["samples"], one["timeline"]["samples"])
+
     def test_findings_and_query_cli(self):
         i = self.files.index("go-1s-cpu")
         sel = 'process_cpu:cpu:nanoseconds:cpu:nanoseconds{service_name="svc-%d"}' % i
@@ -534,6 +557,11 @@ class FineRetentionTest(unittest.TestCase):
                 time.sleep(0.1)
             self.assertGreater(deleted, 0)
             self.assertEqual(total("old", old - 30, old - 20), 5 * 10000000)
+            # The timeline says where 100 s resolution starts (Pyroscope v0's watermarks).
+            doc = json.loads(render(c, t + '{service_name="old"}', **{"from": str(old - 600),
+                                                                    "until": str(now)})[2])
+            mark = doc["timeline"]["watermarks"]["1"]
+            self.assertTrue(now - 3600 - 100 <= mark <= now - 3600, mark)
             self.assertEqual(c.stop(), 0, c.log())
 
 
