@@ -9,6 +9,7 @@
  * durable.
  */
 #include "exporters/store/store.h"
+#include "exporters/store/ui.h"
 
 #include "core/log.h"
 #include "core/mem.h"
@@ -206,7 +207,8 @@ static int store_start(struct fc_exporter *self, struct fc_host *host, struct fc
         return err->code;
     }
     srv = fc_http_server_get(host->http, x->cfg->query.endpoint, err);
-    if (srv == NULL || store_query_routes(x, srv, err) != FC_OK) {
+    if (srv == NULL || store_query_routes(x, srv, err) != FC_OK ||
+        store_ui_routes(srv, x->self->id, err) != FC_OK) {
         return fc_error_wrap(err, "query");
     }
     x->next_retention_ns = fc_now_mono_ns(); /* a first pass at start */

@@ -12,30 +12,8 @@ import time
 import unittest
 import urllib.parse
 
-from harness import BIN, CORPUS, Collector, corpus_files, http, multipart, parse_top, read_corpus
+from harness import BIN, CORPUS, STORE_PIPELINE, Collector, corpus_files, http, multipart, parse_top, read_corpus
 
-STORE_PIPELINE = """
-receivers:
-  pprof:
-    endpoint: 127.0.0.1:{port}
-exporters:
-  store:
-    path: {dir}/data
-    sync: {sync}
-    retention: {retention}
-    retention_interval: 200ms
-    query:
-      endpoint: 127.0.0.1:{port}
-      max_query_length: 0
-service:
-  pipelines:
-    profiles:
-      receivers: [pprof]
-      exporters: [store]
-  telemetry:
-    metrics:
-      endpoint: 127.0.0.1:{metrics}
-"""
 
 
 def flamebearer_flat(doc):

@@ -1,0 +1,59 @@
+/* Serves the embedded web UI. */
+#include "exporters/store/ui.h"
+
+#include "core/http_server.h"
+
+#include <string.h>
+
+const struct fc_ui_asset *fc_ui_asset(const char *name)
+{
+    for (const struct fc_ui_asset *a = fc_ui_assets; a->name != NULL; a++) {
+        if (strcmp(a->name, name) == 0) {
+            return a;
+        }
+    }
+    return NULL;
+}
+
+static const char *content_type(const char *name)
+{
+    const char *dot = strrchr(name, '.');
+
+    if (dot == NULL) {
+        return "application/octet-stream";
+    }
+    if (strcmp(dot, ".html") == 0) {
+        return "text/html; charset=utf-8";
+    }
+    if (strcmp(dot, ".css") == 0) {
+        return "text/css; charset=utf-8";
+    }
+    if (strcmp(dot, ".js") == 0) {
+        return "text/javascript; charset=utf-8";
+    }
+    return "application/octet-stream";
+}
+
+static void on_asset(void *ctx, const struct fc_http_request *req, struct fc_http_response *resp)
+{
+    const char *name = strcmp(req->path, "/") == 0 ? "index.html" : req->path + strlen("/ui/");
+    const struct fc_ui_asset *a = fc_ui_asset(name);
+
+    (void)ctx;
+    if (a == NULL) {
+        fc_http_response_text(resp, 404, "no such file in the UI: %s", req->path);
+        return;
+    }
+    resp->content_type = content_type(a->name);
+    fc_buf_append(&resp->body, a->data, a->len);
+    fc_http_response_header(resp, "Cache-Control", "no-cache");
+}
+
+int store_ui_routes(struct fc_http_server *srv, const char *owner, struct fc_error *err)
+{
+    if (fc_http_route(srv, "GET", "/", 0, on_asset, NULL, owner, err) != FC_OK ||
+        fc_http_route(srv, "GET", "/ui/*", 0, on_asset, NULL, owner, err) != FC_OK) {
+        return FC_ECONFIG;
+    }
+    return FC_OK;
+}

@@ -1,0 +1,80 @@
+// The UI's flame-graph model and layout (ui/flame.js), with exact numbers.
+// Run: node --test tests/ui/
+'use strict';
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const Flame = require('../../ui/flame.js');
+
+// total 100 -> main 100 -> {a 60 (self 20) -> c 40, b 40}
+const simple = {
+  names: ['total', 'main', 'a', 'b', 'c'],
+  levels: [[0, 100, 0, 0], [0, 100, 0, 1], [0, 60, 20, 2, 0, 40, 40, 3], [0, 40, 40, 4]],
+};
+
+const rects = (rs) => rs.map((r) => [r.level, r.block ? r.block.name : 'merged', +r.x.toFixed(3), +r.w.toFixed(3), r.merged]);
+
+test('decode: absolute x from deltas, parents by containment', () => {
+  const lv = Flame.decode(simple);
+  assert.deepEqual(lv[2].map((b) => [b.name, b.x, b.total, b.self, b.parent]), [['a', 0, 60, 20, 0], ['b', 60, 40, 40, 0]]);
+  assert.deepEqual(lv[3].map((b) => [b.name, b.x, b.parent]), [['c', 0, 0]]);
+  // a gap: the delta counts from the end of the previous block
+  const gap = Flame.decode({ names: ['t', 'x', 'y'], levels: [[0, 10, 0, 0], [1, 3, 3, 1, 2, 4, 4, 2]] });
+  assert.deepEqual(gap[1].map((b) => [b.name, b.x]), [['x', 1], ['y', 6]]);
+});
+
+test('layout: rectangles scaled to the width', () => {
+  const lv = Flame.decode(simple);
+  assert.deepEqual(rects(Flame.layout(lv, 1000)), [
+    [0, 'total', 0, 1000, 0], [1, 'main', 0, 1000, 0],
+    [2, 'a', 0, 600, 0], [2, 'b', 600, 400, 0], [3, 'c', 0, 400, 0],
+  ]);
+});
+
+test('layout: focus spans the width, ancestors full width, siblings gone', () => {
+  const lv = Flame.decode(simple);
+  const rs = Flame.layout(lv, 1000, { focus: { level: 2, index: 0 } });
+  assert.deepEqual(rects(rs), [
+    [1, 'main', 0, 1000, 0], [0, 'total', 0, 1000, 0],
+    [2, 'a', 0, 1000, 0], [3, 'c', 0, 666.667, 0],
+  ]);
+  assert.deepEqual(rs.map((r) => r.ancestor), [true, true, false, false]);
+});
+
+test('layout: narrow neighbours merge into one grey block', () => {
+  const l1 = [0, 990, 990, 1];
+  for (let i = 0; i < 10; i++) l1.push(0, 1, 1, 2);
+  const lv = Flame.decode({ names: ['total', 'big', 'tiny'], levels: [[0, 1000, 0, 0], l1] });
+  assert.deepEqual(rects(Flame.layout(lv, 100, { minPx: 2 })), [
+    [0, 'total', 0, 100, 0], [1, 'big', 0, 99, 0], [1, 'merged', 99, 1, 10],
+  ]);
+});
+
+// total 15 -> main 15 -> {f 10 -> f 10 (self 10), g 5 (self 5)}
+const recursive = {
+  names: ['total', 'main', 'f', 'g'],
+  levels: [[0, 15, 0, 0], [0, 15, 0, 1], [0, 10, 0, 2, 0, 5, 5, 3], [0, 10, 10, 2]],
+};
+
+test('table: self and total per function, recursion counted once, sorted by self', () => {
+  const t = Flame.table(Flame.decode(recursive));
+  assert.deepEqual(t.map((r) => [r.name, r.self, r.total]), [['f', 10, 10], ['g', 5, 5], ['main', 0, 15]]);
+});
+
+test('search: matches, and the share of the outermost matches', () => {
+  const lv = Flame.decode(recursive);
+  assert.deepEqual(Flame.searchStats(lv, Flame.matcher('F')), { count: 2, total: 10, share: 10 / 15 });
+  assert.deepEqual(Flame.searchStats(lv, Flame.matcher('/^(g|main)$/')), { count: 2, total: 15, share: 1 });
+  assert.equal(Flame.matcher(''), null);
+  assert.equal(Flame.matcher('/(/')('x'), false); // a bad regex matches nothing
+});
+
+test('packages, hues and units', () => {
+  assert.equal(Flame.packageOf('net/http.(*conn).serve'), 'net/http');
+  assert.equal(Flame.packageOf('runtime.mallocgc'), 'runtime');
+  assert.equal(Flame.packageOf('std::vector::push_back'), 'std');
+  assert.equal(Flame.hue('runtime'), Flame.hue('runtime'));
+  assert.equal(Flame.formatValue(1500000, 'samples'), '1.50 ms');
+  assert.equal(Flame.formatValue(2.5e9, 'nanoseconds'), '2.50 s');
+  assert.equal(Flame.formatValue(3 * 1048576, 'bytes'), '3.00 MB');
+  assert.equal(Flame.formatValue(42, 'objects'), '42');
+});

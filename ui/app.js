@@ -1,0 +1,495 @@
+/*
+ * The explore view: pickers kept in the URL, a timeline with drag-to-zoom and
+ * per-label groups, a canvas flame graph (flame or icicle) with tooltip,
+ * focus, sandwich and search, a sortable top table, findings and downloads.
+ * It talks to the store's own API only: Connect ProfileTypes / LabelNames /
+ * LabelValues, /pyroscope/render (flame graph + timeline + groups) and
+ * /api/v1/findings. Layout and numbers come from flame.js.
+ */
+(function () {
+  'use strict';
+  const $ = (id) => document.getElementById(id);
+  const ROW = 18;
+  const state = {
+    service: '', type: '', filter: '', range: 'now-1h', from: '', until: '',
+    groupBy: '', view: 'both', orient: 'flame', colour: 'package', align: 'left',
+    search: '', focus: null, sandwich: '', sort: 'self',
+  };
+  let data = null; /* {fb, levels, units, table} of the current answer */
+  let rects = [];
+
+  /* ---- URL state ---- */
+  function readUrl() {
+    const p = new URLSearchParams(location.search);
+    for (const k of Object.keys(state)) {
+      if (p.has(k) && k !== 'focus') state[k] = p.get(k);
+    }
+    if (p.has('focus')) {
+      const [level, index] = p.get('focus').split(':').map(Number);
+      state.focus = { level, index };
+    }
+  }
+  function writeUrl() {
+    const p = new URLSearchParams();
+    for (const [k, v] of Object.entries(state)) {
+      if (k === 'focus') {
+        if (v) p.set('focus', v.level + ':' + v.index);
+      } else if (v) {
+        p.set(k, v);
+      }
+    }
+    history.replaceState(null, '', '?' + p.toString());
+  }
+
+  async function connect(method, body) {
+    const r = await fetch('querier.v1.QuerierService/' + method, {
+      method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body),
+    });
+    if (!r.ok) throw new Error(method + ': ' + (await r.text()));
+    return r.json();
+  }
+
+  function query() {
+    const sel = ['service_name="' + state.service.replace(/["\\]/g, '\\$&') + '"'];
+    if (state.filter.trim()) sel.push(state.filter.trim());
+    return state.type + '{' + sel.join(',') + '}';
+  }
+  function rangeParams() {
+    if (state.range === 'custom' && state.from && state.until) {
+      return { from: state.from, until: state.until };
+    }
+    return { from: state.range === 'custom' ? 'now-1h' : state.range, until: 'now' };
+  }
+  function renderUrl(format) {
+    const p = new URLSearchParams(Object.assign({ query: query(), format }, rangeParams()));
+    if (state.groupBy) p.set('groupBy', state.groupBy);
+    return 'pyroscope/render?' + p.toString();
+  }
+
+  /* ---- pickers ---- */
+  function fill(select, values, current) {
+    select.innerHTML = '';
+    for (const v of values) {
+      const o = document.createElement('option');
+      o.value = o.textContent = v;
+      select.appendChild(o);
+    }
+    if (current && values.includes(current)) select.value = current;
+  }
+  async function loadPickers() {
+    const services = (await connect('LabelValues', { name: 'service_name' })).names || [];
+    if (!state.service || !services.includes(state.service)) state.service = services[0] || '';
+    fill($('service'), services, state.service);
+    const types = ((await connect('ProfileTypes', {})).profileTypes || []).map((t) => t.ID);
+    const forService = state.service
+      ? (await connect('LabelValues', { name: '__profile_type__', matchers: ['{service_name="' + state.service + '"}'] })).names || types
+      : types;
+    if (!state.type || !forService.includes(state.type)) {
+      state.type = forService.find((t) => t.startsWith('process_cpu:cpu')) || forService[0] || '';
+    }
+    fill($('type'), forService, state.type);
+    const names = ((await connect('LabelNames', { matchers: ['{service_name="' + state.service + '"}'] })).names || [])
+      .filter((n) => !n.startsWith('__') && n !== 'service_name');
+    fill($('groupby'), [''].concat(names), state.groupBy);
+    $('groupby').options[0].textContent = 'none';
+  }
+
+  /* ---- loading ---- */
+  async function load() {
+    writeUrl();
+    $('status').textContent = 'loading…';
+    $('status').className = '';
+    if (!state.service || !state.type) {
+      $('status').textContent = 'No data yet: push profiles to this collector.';
+      return;
+    }
+    try {
+      const r = await fetch(renderUrl('json'));
+      const doc = await r.json();
+      if (!r.ok) throw new Error(doc.message || r.statusText);
+      const levels = Flame.decode(doc.flamebearer);
+      data = { doc, levels, units: doc.metadata.units, table: Flame.table(levels) };
+      if (state.focus && !(levels[state.focus.level] && levels[state.focus.level][state.focus.index])) {
+        state.focus = null;
+      }
+      $('dl-pprof').href = renderUrl('pprof');
+      $('dl-folded').href = renderUrl('folded');
+      drawTimeline();
+      drawGroups();
+      drawAll();
+      loadFindings();
+      $('status').textContent = Flame.formatValue(doc.flamebearer.numTicks, data.units) + ' total, ' +
+        (r.headers.get('X-Flamecol-Nodes-Merged') || '?') + ' windows merged';
+    } catch (e) {
+      $('status').textContent = String(e.message || e);
+      $('status').className = 'error';
+    }
+  }
+
+  async function loadFindings() {
+    const p = new URLSearchParams(Object.assign({ query: query() }, rangeParams()));
+    const r = await fetch('api/v1/findings?' + p.toString());
+    if (!r.ok) return;
+    const f = await r.json();
+    const el = $('findings');
+    el.innerHTML = '<h3>Findings</h3>';
+    const top = document.createElement('ol');
+    for (const t of (f.top || []).slice(0, 5)) {
+      const li = document.createElement('li');
+      li.textContent = t.name + ' — ' + (100 * t.self_share).toFixed(1) + '% self';
+      top.appendChild(li);
+    }
+    el.appendChild(top);
+    const path = document.createElement('p');
+    path.textContent = 'Hottest path: ' + (f.hottest_path || []).map((n) => n.name).join(' → ');
+    el.appendChild(path);
+  }
+
+  /* ---- timeline (drag to select a sub-range) ---- */
+  function drawSeries(canvas, samples, colour) {
+    const ctx = canvas.getContext('2d');
+    const w = (canvas.width = canvas.clientWidth || 300);
+    const h = canvas.height;
+    ctx.clearRect(0, 0, w, h);
+    const max = Math.max(1, ...samples);
+    ctx.fillStyle = colour;
+    const bw = w / Math.max(1, samples.length);
+    samples.forEach((v, i) => {
+      const bh = (v / max) * (h - 2);
+      ctx.fillRect(i * bw, h - bh, Math.max(1, bw - 0.5), bh);
+    });
+  }
+  function drawTimeline() {
+    const t = data && data.doc.timeline;
+    if (t) drawSeries($('timeline'), t.samples, '#d0643c');
+  }
+  function drawGroups() {
+    const box = $('groups');
+    box.innerHTML = '';
+    const groups = data && data.doc.groups;
+    if (!groups) return;
+    const entries = Object.entries(groups).map(([k, g]) => [k, g, g.samples.reduce((a, b) => a + b, 0)]);
+    entries.sort((a, b) => b[2] - a[2]);
+    for (const [k, g, total] of entries) {
+      const div = document.createElement('div');
+      div.className = 'group';
+      div.title = 'filter to ' + state.groupBy + '=' + k;
+      const c = document.createElement('canvas');
+      c.width = 160;
+      c.height = 30;
+      div.textContent = state.groupBy + '=' + k + ': ' + Flame.formatValue(total, data.units);
+      div.appendChild(c);
+      box.appendChild(div);
+      drawSeries(c, g.samples, '#5a7bd0');
+      if (k !== '*') {
+        div.style.cursor = 'pointer';
+        div.onclick = () => { state.filter = state.groupBy + '="' + k + '"'; $('filter').value = state.filter; load(); };
+      }
+    }
+  }
+  function timelineDrag() {
+    const c = $('timeline');
+    let start = null;
+    c.addEventListener('mousedown', (e) => { start = e.offsetX; });
+    c.addEventListener('mouseup', (e) => {
+      const t = data && data.doc.timeline;
+      if (start === null || !t) return;
+      const a = Math.min(start, e.offsetX), b = Math.max(start, e.offsetX);
+      start = null;
+      if (b - a < 3) return;
+      const secs = t.samples.length * t.durationDelta;
+      const x2t = (x) => Math.round(t.startTime + (x / c.clientWidth) * secs);
+      state.range = 'custom';
+      state.from = String(x2t(a));
+      state.until = String(x2t(b));
+      syncControls();
+      load();
+    });
+  }
+
+  /* ---- flame graph ---- */
+  function colourOf(block, ctxInfo) {
+    if (ctxInfo.match && !ctxInfo.match(block.name)) return '#d8d8d8';
+    if (state.colour === 'value') {
+      const share = ctxInfo.total ? block.self / ctxInfo.total : 0;
+      const l = 85 - Math.min(45, share * 300);
+      return 'hsl(10, 75%, ' + l + '%)';
+    }
+    return 'hsl(' + Flame.hue(Flame.packageOf(block.name)) + ', 60%, 68%)';
+  }
+  function drawFlame() {
+    const canvas = $('flame');
+    if (!data) return;
+    const levels = sandwichLevels() || data.levels;
+    const width = canvas.clientWidth || 800;
+    const ratio = window.devicePixelRatio || 1;
+    rects = Flame.layout(levels, width, { focus: state.sandwich ? null : state.focus, minPx: 1 });
+    const depth = levels.length;
+    canvas.style.height = depth * ROW + 'px';
+    canvas.width = width * ratio;
+    canvas.height = depth * ROW * ratio;
+    const ctx = canvas.getContext('2d');
+    ctx.scale(ratio, ratio);
+    ctx.font = '11px ui-monospace, monospace';
+    ctx.textBaseline = 'middle';
+    const info = { match: Flame.matcher(state.search), total: data.doc.flamebearer.numTicks };
+    for (const r of rects) {
+      r.y = state.orient === 'icicle' ? r.level * ROW : (depth - 1 - r.level) * ROW;
+      ctx.fillStyle = r.block ? (r.ancestor ? '#eee' : colourOf(r.block, info)) : '#c8c8c8';
+      ctx.fillRect(r.x, r.y, Math.max(r.w - 0.5, 0.5), ROW - 1);
+      if (r.block && r.w > 30) {
+        const text = fit(ctx, r.block.name, r.w - 6);
+        ctx.fillStyle = '#111';
+        if (state.align === 'right') {
+          ctx.textAlign = 'right';
+          ctx.fillText(text, r.x + r.w - 3, r.y + ROW / 2);
+        } else {
+          ctx.textAlign = 'left';
+          ctx.fillText(text, r.x + 3, r.y + ROW / 2);
+        }
+      }
+    }
+    canvas.dataset.blocks = String(rects.length); /* read by the browser test */
+  }
+  function fit(ctx, s, w) {
+    if (ctx.measureText(s).width <= w) return s;
+    let lo = 0, hi = s.length;
+    while (lo < hi) {
+      const mid = (lo + hi + 1) >> 1;
+      if (ctx.measureText('…' + s.slice(s.length - mid)).width <= w) lo = mid; else hi = mid - 1;
+    }
+    return lo ? '…' + s.slice(s.length - lo) : '';
+  }
+  function rectAt(x, y) {
+    return rects.find((r) => r.block && x >= r.x && x < r.x + r.w && y >= r.y && y < r.y + ROW);
+  }
+
+  /*
+   * Sandwich, callee half: the function as the root and everything it calls,
+   * merged over every place it appears (outermost occurrence only, so a
+   * recursive function is not counted twice). The callers half is not built.
+   */
+  function sandwichLevels() {
+    if (!state.sandwich || !data) return null;
+    const name = state.sandwich;
+    const callees = new Map(); /* path key -> {name, depth, total, self, parentKey} */
+    const walk = (b, key, depth) => {
+      const k = key + '\u0000' + b.name; /* NUL never occurs in names: keys sort parent-first */
+      const n = callees.get(k) || { name: b.name, depth, total: 0, self: 0, parent: key };
+      n.total += b.total;
+      n.self += b.self;
+      callees.set(k, n);
+      for (const c of data.levels[b.level + 1] || []) {
+        if (c.parent === b.index) walk(c, k, depth + 1);
+      }
+    };
+    for (const lv of data.levels.slice(1)) {
+      for (const b of lv) {
+        if (b.name === name && !hasAncestor(b, name)) walk(b, '', 1);
+      }
+    }
+    /* back to a flamebearer: levels by depth, children after parents in key order */
+    const total = [...callees.values()].filter((n) => n.depth === 1).reduce((a, n) => a + n.total, 0);
+    const names = ['total'];
+    const byDepth = [[0, total, 0, 0]];
+    const xs = new Map([['', 0]]);
+    const keys = [...callees.keys()].sort();
+    const ends = [];
+    for (const k of keys) {
+      const n = callees.get(k);
+      const px = xs.get(n.parent);
+      const used = xs.get(n.parent + '\u0001') || 0; /* the parent's width given out so far */
+      const x = px + used;
+      xs.set(n.parent + '\u0001', used + n.total);
+      xs.set(k, x);
+      const lv = byDepth[n.depth] || (byDepth[n.depth] = []);
+      const end = ends[n.depth] || 0;
+      lv.push(x - end, n.total, n.self, names.push(n.name) - 1);
+      ends[n.depth] = x + n.total;
+    }
+    return Flame.decode({ names, levels: byDepth });
+  }
+  function hasAncestor(b, name) {
+    let p = b.parent;
+    for (let d = b.level - 1; d > 0 && p >= 0; d--) {
+      const a = data.levels[d][p];
+      if (a.name === name) return true;
+      p = a.parent;
+    }
+    return false;
+  }
+
+  function tooltip(e) {
+    const tip = $('tooltip');
+    const r = rectAt(e.offsetX, e.offsetY);
+    if (!r) { tip.hidden = true; return; }
+    const b = r.block;
+    const total = data.doc.flamebearer.numTicks;
+    const pct = (v) => (total ? (100 * v / total).toFixed(2) : '0') + '%';
+    tip.innerHTML = '';
+    const name = document.createElement('b');
+    name.textContent = b.name;
+    tip.appendChild(name);
+    const lines = [
+      'Total: ' + Flame.formatValue(b.total, data.units) + ' (' + pct(b.total) + ')',
+      'Self: ' + Flame.formatValue(b.self, data.units) + ' (' + pct(b.self) + ')',
+      'Samples: ' + b.total,
+    ];
+    for (const l of lines) {
+      const div = document.createElement('div');
+      div.textContent = l;
+      tip.appendChild(div);
+    }
+    tip.style.left = e.clientX + 12 + 'px';
+    tip.style.top = e.clientY + 12 + 'px';
+    tip.hidden = false;
+  }
+  function menu(e) {
+    const r = rectAt(e.offsetX, e.offsetY);
+    const m = $('menu');
+    if (!r) { m.hidden = true; return; }
+    m.style.left = e.clientX + 'px';
+    m.style.top = e.clientY + 'px';
+    m.hidden = false;
+    m.onclick = (ev) => {
+      const act = ev.target.dataset.act;
+      m.hidden = true;
+      if (act === 'focus') {
+        if (!state.sandwich) state.focus = { level: r.block.level, index: r.block.index };
+      } else if (act === 'sandwich') {
+        state.sandwich = r.block.name;
+        state.focus = null;
+      } else if (act === 'copy' && navigator.clipboard) {
+        navigator.clipboard.writeText(r.block.name);
+      }
+      writeUrl();
+      drawAll();
+    };
+  }
+
+  /* ---- table ---- */
+  function drawTable() {
+    const body = $('top').tBodies[0];
+    body.innerHTML = '';
+    if (!data) return;
+    const rows = data.table.slice();
+    const key = state.sort;
+    rows.sort(key === 'name' ? (a, b) => (a.name < b.name ? -1 : 1) : (a, b) => b[key] - a[key]);
+    const total = data.doc.flamebearer.numTicks || 1;
+    const match = Flame.matcher(state.search);
+    for (const r of rows.slice(0, 500)) {
+      if (match && !match(r.name)) continue;
+      const tr = document.createElement('tr');
+      const name = document.createElement('td');
+      name.className = 'name';
+      name.textContent = r.name;
+      name.title = r.name;
+      tr.appendChild(name);
+      for (const k of ['self', 'total']) {
+        const td = document.createElement('td');
+        td.className = 'num';
+        const bar = document.createElement('span');
+        bar.className = 'bar';
+        bar.style.width = (100 * r[k] / total).toFixed(1) + '%';
+        td.appendChild(bar);
+        td.appendChild(document.createTextNode(Flame.formatValue(r[k], data.units)));
+        tr.appendChild(td);
+      }
+      const act = document.createElement('td');
+      const s = document.createElement('button');
+      s.textContent = 'search';
+      s.onclick = () => { state.search = r.name; $('search').value = r.name; drawAll(); };
+      const w = document.createElement('button');
+      w.textContent = 'sandwich';
+      w.onclick = () => { state.sandwich = r.name; state.focus = null; drawAll(); };
+      act.append(s, w);
+      tr.appendChild(act);
+      body.appendChild(tr);
+    }
+  }
+
+  function drawPills() {
+    const box = $('pills');
+    box.innerHTML = '';
+    const pill = (text, clear) => {
+      const s = document.createElement('span');
+      s.className = 'pill';
+      s.textContent = text + ' ';
+      const x = document.createElement('button');
+      x.textContent = '×';
+      x.onclick = () => { clear(); drawAll(); };
+      s.appendChild(x);
+      box.appendChild(s);
+    };
+    if (state.focus && data) {
+      const b = data.levels[state.focus.level][state.focus.index];
+      pill('Focus: ' + b.name, () => { state.focus = null; });
+    }
+    if (state.sandwich) pill('Sandwich: ' + state.sandwich, () => { state.sandwich = ''; });
+    if (state.search) {
+      pill('Search: ' + state.search, () => { state.search = ''; $('search').value = ''; });
+    }
+    const stats = $('search-stats');
+    const match = Flame.matcher(state.search);
+    if (match && data) {
+      const s = Flame.searchStats(data.levels, match);
+      stats.textContent = s.count + ' matches, ' + (100 * s.share).toFixed(2) + '% of total';
+    } else {
+      stats.textContent = '';
+    }
+  }
+
+  function drawAll() {
+    writeUrl();
+    $('panes').className = 'view-' + state.view;
+    drawPills();
+    drawTable();
+    drawFlame();
+  }
+
+  function syncControls() {
+    $('filter').value = state.filter;
+    $('range').value = state.range;
+    $('absolute').hidden = state.range !== 'custom';
+    const toLocal = (s) => (s && /^\d+$/.test(s) ? new Date(s * 1000 - new Date().getTimezoneOffset() * 60000).toISOString().slice(0, 19) : '');
+    $('from').value = toLocal(state.from);
+    $('until').value = toLocal(state.until);
+    $('search').value = state.search;
+    $('colour').value = state.colour;
+    $('align').value = state.align;
+    for (const b of document.querySelectorAll('[data-view]')) b.classList.toggle('on', b.dataset.view === state.view);
+    for (const b of document.querySelectorAll('[data-orient]')) b.classList.toggle('on', b.dataset.orient === state.orient);
+  }
+
+  function wire() {
+    $('service').onchange = async () => { state.service = $('service').value; state.focus = null; await loadPickers(); load(); };
+    $('type').onchange = () => { state.type = $('type').value; state.focus = null; load(); };
+    $('filter').onchange = () => { state.filter = $('filter').value; load(); };
+    $('groupby').onchange = () => { state.groupBy = $('groupby').value; load(); };
+    $('range').onchange = () => { state.range = $('range').value; syncControls(); if (state.range !== 'custom') load(); };
+    const fromLocal = (v) => (v ? String(Math.floor(new Date(v).getTime() / 1000)) : '');
+    $('from').onchange = $('until').onchange = () => {
+      state.from = fromLocal($('from').value);
+      state.until = fromLocal($('until').value);
+      if (state.from && state.until) load();
+    };
+    $('refresh').onclick = load;
+    $('search').oninput = () => { state.search = $('search').value; drawAll(); };
+    $('colour').onchange = () => { state.colour = $('colour').value; drawAll(); };
+    $('align').onchange = () => { state.align = $('align').value; drawAll(); };
+    for (const b of document.querySelectorAll('[data-view]')) b.onclick = () => { state.view = b.dataset.view; syncControls(); drawAll(); };
+    for (const b of document.querySelectorAll('[data-orient]')) b.onclick = () => { state.orient = b.dataset.orient; syncControls(); drawAll(); };
+    for (const th of document.querySelectorAll('#top th[data-sort]')) th.onclick = () => { state.sort = th.dataset.sort; drawAll(); };
+    const canvas = $('flame');
+    canvas.addEventListener('mousemove', tooltip);
+    canvas.addEventListener('mouseleave', () => { $('tooltip').hidden = true; });
+    canvas.addEventListener('click', menu);
+    window.addEventListener('resize', () => { drawTimeline(); drawFlame(); });
+    timelineDrag();
+  }
+
+  readUrl();
+  syncControls();
+  wire();
+  loadPickers().then(load, (e) => { $('status').textContent = String(e.message || e); $('status').className = 'error'; });
+})();

@@ -1,0 +1,244 @@
+/*
+ * Flame-graph model and layout: pure functions, no DOM, so that node's test
+ * runner checks them with exact numbers (tests/ui/flame.test.js) and the
+ * page (app.js) only draws what they return.
+ *
+ * Input is Pyroscope's flamebearer: names[] and levels[][] of 4-tuples
+ * [x delta, total, self, name index], where a block's x is its delta plus
+ * the end (x + total) of the block before it on the same level.
+ */
+(function (root) {
+  'use strict';
+
+  /* Blocks per level with absolute x: [{x, total, self, name, level, index, parent}]. */
+  function decode(fb) {
+    const levels = [];
+    for (let d = 0; d < fb.levels.length; d++) {
+      const src = fb.levels[d];
+      const out = [];
+      let end = 0;
+      for (let i = 0; i + 3 < src.length; i += 4) {
+        const x = end + src[i];
+        out.push({
+          x: x,
+          total: src[i + 1],
+          self: src[i + 2],
+          name: fb.names[src[i + 3]],
+          level: d,
+          index: out.length,
+          parent: -1,
+        });
+        end = x + src[i + 1];
+      }
+      levels.push(out);
+    }
+    /* A block's parent is the block of the level above that contains its x. */
+    for (let d = 1; d < levels.length; d++) {
+      let p = 0;
+      const above = levels[d - 1];
+      for (const b of levels[d]) {
+        while (p < above.length && above[p].x + above[p].total <= b.x) {
+          p++;
+        }
+        b.parent = p < above.length ? p : -1;
+      }
+    }
+    return levels;
+  }
+
+  /*
+   * Rectangles to draw for a width in pixels. focus: {level, index} or null.
+   * The focused block spans the whole width and its descendants are scaled
+   * to it; its ancestors are drawn full width too (marked ancestor). Blocks
+   * narrower than minPx are merged with narrow neighbours into one grey
+   * block per run (merged: the number of blocks in it).
+   */
+  function layout(levels, width, opts) {
+    const minPx = (opts && opts.minPx) || 2;
+    const focus = opts && opts.focus;
+    let from = 0;
+    let span = levels.length && levels[0].length ? levels[0][0].total : 0;
+    let top = 0;
+    const rects = [];
+    if (focus) {
+      const f = levels[focus.level][focus.index];
+      from = f.x;
+      span = f.total;
+      top = focus.level;
+      /* ancestors, full width */
+      let a = f.parent;
+      for (let d = focus.level - 1; d >= 0 && a >= 0; d--) {
+        const b = levels[d][a];
+        rects.push({ level: d, x: 0, w: width, block: b, ancestor: true, merged: 0 });
+        a = b.parent;
+      }
+    }
+    if (span <= 0) {
+      return rects;
+    }
+    const scale = width / span;
+    for (let d = top; d < levels.length; d++) {
+      let run = null; /* the grey block being grown from narrow neighbours */
+      for (const b of levels[d]) {
+        if (b.x + b.total <= from || b.x >= from + span) {
+          continue;
+        }
+        if (d === top && focus && b.index !== focus.index) {
+          continue;
+        }
+        const x = (b.x - from) * scale;
+        const w = b.total * scale;
+        if (w < minPx) {
+          if (run && Math.abs(run.x + run.w - x) < 1e-6) {
+            run.w += w;
+            run.merged++;
+          } else {
+            run = { level: d, x: x, w: w, block: null, ancestor: false, merged: 1 };
+            rects.push(run);
+          }
+          continue;
+        }
+        run = null;
+        rects.push({ level: d, x: x, w: w, block: b, ancestor: false, merged: 0 });
+      }
+    }
+    return rects;
+  }
+
+  /*
+   * Self and total per function name, total counted once per stack even
+   * when the function recurses; sorted by self (then name).
+   */
+  function table(levels) {
+    const byName = new Map();
+    const row = (name) => {
+      let r = byName.get(name);
+      if (!r) {
+        r = { name: name, self: 0, total: 0 };
+        byName.set(name, r);
+      }
+      return r;
+    };
+    const onStack = new Map(); /* name -> depth count on the current path */
+    const children = levels.map((lv) => lv.map(() => []));
+    for (let d = 1; d < levels.length; d++) {
+      for (const b of levels[d]) {
+        if (b.parent >= 0) {
+          children[d - 1][b.parent].push(b);
+        }
+      }
+    }
+    const visit = (b) => {
+      const r = row(b.name);
+      r.self += b.self;
+      const seen = onStack.get(b.name) || 0;
+      if (seen === 0) {
+        r.total += b.total;
+      }
+      onStack.set(b.name, seen + 1);
+      for (const c of children[b.level][b.index]) {
+        visit(c);
+      }
+      onStack.set(b.name, seen);
+    };
+    if (levels.length) {
+      for (const b of levels[0]) {
+        for (const c of children[0][b.index]) {
+          visit(c); /* level 0 is the "total" root */
+        }
+      }
+    }
+    return Array.from(byName.values()).sort(
+      (a, b) => b.self - a.self || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0),
+    );
+  }
+
+  /* Blocks whose name matches the search (case-insensitive substring or /regex/). */
+  function matcher(text) {
+    if (!text) {
+      return null;
+    }
+    const m = /^\/(.*)\/$/.exec(text);
+    if (m) {
+      try {
+        const re = new RegExp(m[1], 'i');
+        return (name) => re.test(name);
+      } catch (e) {
+        return () => false;
+      }
+    }
+    const lower = text.toLowerCase();
+    return (name) => name.toLowerCase().indexOf(lower) >= 0;
+  }
+
+  /* Matches and their share: the total of matching blocks not under another match. */
+  function searchStats(levels, match) {
+    let count = 0;
+    let total = 0;
+    const under = levels.map((lv) => new Array(lv.length).fill(false));
+    for (let d = 0; d < levels.length; d++) {
+      for (const b of levels[d]) {
+        const inherited = d > 0 && b.parent >= 0 && under[d - 1][b.parent];
+        const hit = d > 0 && match(b.name);
+        if (hit) {
+          count++;
+          if (!inherited) {
+            total += b.total;
+          }
+        }
+        under[d][b.index] = inherited || hit;
+      }
+    }
+    const all = levels.length && levels[0].length ? levels[0][0].total : 0;
+    return { count: count, total: total, share: all ? total / all : 0 };
+  }
+
+  /* The package of a frame, for colouring: "net/http.(*conn).serve" -> "net/http". */
+  function packageOf(name) {
+    const slash = name.lastIndexOf('/');
+    const dot = name.indexOf('.', slash + 1);
+    if (dot > 0) {
+      return name.slice(0, dot);
+    }
+    const colons = name.indexOf('::');
+    return colons > 0 ? name.slice(0, colons) : name;
+  }
+
+  /* A stable hue in [0, 360) for a string. */
+  function hue(s) {
+    let h = 2166136261;
+    for (let i = 0; i < s.length; i++) {
+      h ^= s.charCodeAt(i);
+      h = Math.imul(h, 16777619) >>> 0;
+    }
+    return h % 360;
+  }
+
+  /* A value with its unit: nanoseconds as ms/s, bytes as KB/MB/GB, else a count. */
+  function formatValue(v, units) {
+    const fixed = (x) => (x >= 100 ? x.toFixed(0) : x >= 10 ? x.toFixed(1) : x.toFixed(2));
+    if (units === 'nanoseconds' || units === 'samples') {
+      /* Pyroscope calls CPU time "samples" with a 1e9 rate: both are nanoseconds here */
+      if (v >= 1e9) return fixed(v / 1e9) + ' s';
+      if (v >= 1e6) return fixed(v / 1e6) + ' ms';
+      if (v >= 1e3) return fixed(v / 1e3) + ' µs';
+      return v + ' ns';
+    }
+    if (units === 'bytes') {
+      if (v >= 1 << 30) return fixed(v / (1 << 30)) + ' GB';
+      if (v >= 1 << 20) return fixed(v / (1 << 20)) + ' MB';
+      if (v >= 1 << 10) return fixed(v / (1 << 10)) + ' KB';
+      return v + ' B';
+    }
+    if (v >= 1e6) return fixed(v / 1e6) + ' M';
+    if (v >= 1e3) return fixed(v / 1e3) + ' k';
+    return String(v);
+  }
+
+  const api = { decode, layout, table, matcher, searchStats, packageOf, hue, formatValue };
+  if (typeof module !== 'undefined' && module.exports) {
+    module.exports = api;
+  } else {
+    root.Flame = api;
+  }
+})(this);
