@@ -249,7 +249,7 @@
         }
       }
     }
-    canvas.dataset.blocks = String(rects.length); /* read by the browser test */
+    window.flamecol.draws++;
   }
   function fit(ctx, s, w) {
     if (ctx.measureText(s).width <= w) return s;
@@ -487,6 +487,13 @@
     window.addEventListener('resize', () => { drawTimeline(); drawFlame(); });
     timelineDrag();
   }
+
+  /* What is drawn, for scripts and the browser test (tests/ui/browser.js). */
+  window.flamecol = {
+    draws: 0,
+    drawn: () => rects.filter((r) => r.block).map((r) => ({ name: r.block.name, level: r.level, x: r.x, y: r.y, w: r.w, h: ROW })),
+    state: () => JSON.parse(JSON.stringify(state)),
+  };
 
   readUrl();
   syncControls();

@@ -19,29 +19,10 @@ BIN = os.environ.get("FLAMECOL_BIN", "build/flamecol")
 CORPUS = os.environ.get("FLAMECOL_CORPUS", os.path.join("..", "shared", "corpus"))
 
 
-# pprof receiver -> store, query API on the same port; {sync} and {retention} to fill in.
-STORE_PIPELINE = """
-receivers:
-  pprof:
-    endpoint: 127.0.0.1:{port}
-exporters:
-  store:
-    path: {dir}/data
-    sync: {sync}
-    retention: {retention}
-    retention_interval: 200ms
-    query:
-      endpoint: 127.0.0.1:{port}
-      max_query_length: 0
-service:
-  pipelines:
-    profiles:
-      receivers: [pprof]
-      exporters: [store]
-  telemetry:
-    metrics:
-      endpoint: 127.0.0.1:{metrics}
-"""
+# pprof receiver -> store, query API on the same port (also used by tests/ui/browser.js);
+# {sync} and {retention} to fill in, {port} {metrics} {dir} filled by Collector.
+with open(os.path.join(os.path.dirname(__file__), "store_pipeline.yaml")) as _f:
+    STORE_PIPELINE = _f.read()
 
 
 def free_port():

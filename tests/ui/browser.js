@@ -1,0 +1,160 @@
+// The web UI in a real browser: Debian's chromium driven by playwright-core.
+// Starts the real binary on free ports, pushes a corpus profile, opens the
+// UI and checks by clicks and reads. Screenshots go to FC_UI_ARTIFACTS
+// (default build/ui-artifacts).
+//   FLAMECOL_BIN=build/flamecol FLAMECOL_CORPUS=tests/corpus node tests/ui/browser.js
+'use strict';
+const assert = require('node:assert/strict');
+const { spawn } = require('node:child_process');
+const fs = require('node:fs');
+const net = require('node:net');
+const os = require('node:os');
+const path = require('node:path');
+const Flame = require('../../ui/flame.js');
+
+const BIN = process.env.FLAMECOL_BIN || 'build/flamecol';
+const CORPUS = process.env.FLAMECOL_CORPUS || 'tests/corpus';
+const ARTIFACTS = process.env.FC_UI_ARTIFACTS || 'build/ui-artifacts';
+const CHROMIUM = process.env.FC_CHROMIUM || '/usr/bin/chromium';
+const CPU = 'process_cpu:cpu:nanoseconds:cpu:nanoseconds';
+
+function freePort() {
+  return new Promise((resolve) => {
+    const s = net.createServer();
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address();
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+async function waitReady(url, child, log) {
+  for (let i = 0; i < 200; i++) {
+    if (child.exitCode !== null) throw new Error('flamecol exited: ' + log());
+    try {
+      if ((await fetch(url)).ok) return;
+    } catch (e) { /* not listening yet */ }
+    await new Promise((r) => setTimeout(r, 50)); // polling for readiness, not a fixed wait
+  }
+  throw new Error('flamecol not ready: ' + log());
+}
+
+// The top flat function of a corpus profile, from its reference `pprof -top`.
+function topFunction(name) {
+  const text = fs.readFileSync(path.join(CORPUS, name + '.top.txt'), 'utf8');
+  const row = text.split('\n').find((l) => /^\s*\d+(\.\d+)?\w*\s+[\d.]+%/.test(l));
+  return row.trim().split(/\s+/).slice(5).join(' ');
+}
+
+async function main() {
+  const { chromium } = require('playwright-core');
+  const port = await freePort();
+  const metrics = await freePort();
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'flamecol-ui-'));
+  fs.mkdirSync(ARTIFACTS, { recursive: true });
+  const config = path.join(dir, 'config.yaml');
+  const template = fs.readFileSync(path.join(__dirname, '..', 'integration', 'store_pipeline.yaml'), 'utf8');
+  fs.writeFileSync(config, template.replace(/\{port\}/g, port).replace(/\{metrics\}/g, metrics)
+    .replace(/\{dir\}/g, dir).replace('{sync}', 'batch').replace('{retention}', '0'));
+  let out = '';
+  const child = spawn(BIN, ['--config', config], { stdio: ['ignore', 'pipe', 'pipe'] });
+  child.stdout.on('data', (d) => { out += d; });
+  child.stderr.on('data', (d) => { out += d; });
+  const base = `http://127.0.0.1:${port}`;
+  let browser;
+  try {
+    await waitReady(`http://127.0.0.1:${metrics}/ready`, child, () => out);
+    const body = fs.readFileSync(path.join(CORPUS, 'go-1s-cpu.pb.gz'));
+    const push = await fetch(`${base}/ingest?name=shop`, {
+      method: 'POST', body, headers: { 'Content-Type': 'application/octet-stream' },
+    });
+    assert.equal(push.status, 200, await push.text());
+    const until = Math.floor(Date.now() / 1000) + 60;
+    const range = `range=custom&from=1&until=${until}`;
+    // What the API says, to compare the page with.
+    const api = await (await fetch(`${base}/pyroscope/render?query=${encodeURIComponent(CPU + '{service_name="shop"}')}&from=1&until=${until}`)).json();
+    const table = Flame.table(Flame.decode(api.flamebearer));
+    const top = topFunction('go-1s-cpu');
+    assert.equal(table[0].name, top, 'the API and pprof -top agree on the top function');
+
+    browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'] });
+    const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
+    const errors = [];
+    page.on('pageerror', (e) => errors.push(String(e)));
+    await page.goto(`${base}/?service=shop&type=${encodeURIComponent(CPU)}&${range}`);
+    await page.waitForFunction(() => window.flamecol && window.flamecol.draws > 0 && document.querySelector('#top tbody tr'));
+    await page.screenshot({ path: path.join(ARTIFACTS, 'explore.png') });
+
+    // The table's first row is the top self function, with its value.
+    const first = await page.$$eval('#top tbody tr:first-child td', (tds) => tds.map((td) => td.textContent));
+    assert.equal(first[0], top);
+    assert.equal(first[1], Flame.formatValue(table[0].self, api.metadata.units));
+
+    // The flame graph draws the top function.
+    let drawn = await page.evaluate(() => window.flamecol.drawn());
+    assert.ok(drawn.some((b) => b.name === top), 'top function drawn');
+
+    // Search: the matches are counted and shown as a pill.
+    await page.fill('#search', top);
+    await page.waitForFunction(() => /matches/.test(document.getElementById('search-stats').textContent));
+    const stats = await page.textContent('#search-stats');
+    const expected = Flame.searchStats(Flame.decode(api.flamebearer), Flame.matcher(top));
+    assert.equal(stats, `${expected.count} matches, ${(100 * expected.share).toFixed(2)}% of total`);
+    assert.match(await page.textContent('#pills'), /Search: /);
+    await page.screenshot({ path: path.join(ARTIFACTS, 'search.png') });
+    await page.click('#pills .pill button');
+
+    // Focus: click a wide block, choose Focus: it spans the width, its siblings go.
+    drawn = await page.evaluate(() => window.flamecol.drawn());
+    const target = drawn.filter((b) => b.level === 4).sort((a, b) => b.w - a.w)[0];
+    const width = await page.$eval('#flame', (c) => c.clientWidth);
+    const box = await page.locator('#flame').boundingBox();
+    await page.mouse.click(box.x + target.x + target.w / 2, box.y + target.y + target.h / 2);
+    await page.click('#menu button[data-act="focus"]');
+    drawn = await page.evaluate(() => window.flamecol.drawn());
+    const focused = drawn.find((b) => b.level === 4);
+    assert.equal(focused.name, target.name);
+    assert.equal(focused.x, 0);
+    assert.ok(Math.abs(focused.w - width) < 0.01, 'focused block spans the width');
+    assert.equal(drawn.filter((b) => b.level === 4).length, 1, 'siblings are gone');
+    assert.match(await page.textContent('#pills'), new RegExp('Focus: ' + target.name.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')));
+    assert.ok(page.url().includes('focus='), 'focus is in the URL');
+    await page.screenshot({ path: path.join(ARTIFACTS, 'focus.png') });
+
+    // Icicle: the root moves to the top.
+    await page.click('button[data-orient="icicle"]');
+    drawn = await page.evaluate(() => window.flamecol.drawn());
+    assert.equal(drawn.find((b) => b.level === 0).y, 0);
+    await page.screenshot({ path: path.join(ARTIFACTS, 'icicle.png') });
+
+    // Sandwich from the table: the function becomes the root of what is drawn.
+    await page.click('#pills .pill button'); // drop the focus
+    const row = page.locator('#top tbody tr', { hasText: 'runtime.mallocgc' }).first();
+    await row.locator('button', { hasText: 'sandwich' }).click();
+    drawn = await page.evaluate(() => window.flamecol.drawn());
+    assert.deepEqual([...new Set(drawn.filter((b) => b.level === 1).map((b) => b.name))], ['runtime.mallocgc']);
+    const mallocgc = table.find((r) => r.name === 'runtime.mallocgc');
+    const root = drawn.find((b) => b.level === 0);
+    assert.ok(root && Math.abs(root.w - width) < 0.01);
+    assert.ok(mallocgc.total > 0);
+    await page.screenshot({ path: path.join(ARTIFACTS, 'sandwich.png') });
+
+    // A link reopens the same view.
+    const url = page.url();
+    const again = await browser.newPage({ viewport: { width: 1400, height: 900 } });
+    await again.goto(url);
+    await again.waitForFunction(() => window.flamecol && window.flamecol.draws > 0);
+    assert.equal((await again.evaluate(() => window.flamecol.state())).sandwich, 'runtime.mallocgc');
+    assert.deepEqual(errors, [], 'no script errors');
+    console.log('ok: browser test passed; screenshots in ' + ARTIFACTS);
+  } finally {
+    if (browser) await browser.close();
+    child.kill('SIGTERM');
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+main().catch((e) => {
+  console.error(e);
+  process.exit(1);
+});
