@@ -14,6 +14,7 @@
     service: '', type: '', filter: '', range: 'now-1h', from: '', until: '',
     groupBy: '', view: 'both', orient: 'flame', colour: 'package', align: 'left',
     search: '', focus: null, sandwich: '', sort: 'self',
+    diff: '', bfilter: '', bfrom: '', buntil: '', /* diff: the baseline beside the selection */
   };
   let data = null; /* {fb, levels, units, table} of the current answer */
   let rects = [];
@@ -49,10 +50,19 @@
     return r.json();
   }
 
-  function query() {
+  function query(filter) {
     const sel = ['service_name="' + state.service.replace(/["\\]/g, '\\$&') + '"'];
-    if (state.filter.trim()) sel.push(state.filter.trim());
+    const f = (filter === undefined ? state.filter : filter).trim();
+    if (f) sel.push(f);
     return state.type + '{' + sel.join(',') + '}';
+  }
+  function diffUrl() {
+    const r = rangeParams();
+    const p = new URLSearchParams({
+      leftQuery: query(state.bfilter || state.filter), leftFrom: state.bfrom || r.from, leftUntil: state.buntil || r.until,
+      rightQuery: query(), rightFrom: r.from, rightUntil: r.until,
+    });
+    return 'pyroscope/render-diff?' + p.toString();
   }
   function rangeParams() {
     if (state.range === 'custom' && state.from && state.until) {
@@ -104,11 +114,18 @@
       return;
     }
     try {
-      const r = await fetch(renderUrl('json'));
+      const r = await fetch(state.diff ? diffUrl() : renderUrl('json'));
       const doc = await r.json();
       if (!r.ok) throw new Error(doc.message || r.statusText);
-      const levels = Flame.decode(doc.flamebearer);
-      data = { doc, levels, units: doc.metadata.units, table: Flame.table(levels) };
+      if (state.diff) {
+        const diff = Flame.decodeDiff(doc.flamebearer);
+        data = { doc, levels: diff.levels, units: doc.metadata.units, diff,
+          diffTable: Flame.diffTable(diff, doc.leftTicks, doc.rightTicks) };
+        state.sandwich = '';
+      } else {
+        const levels = Flame.decode(doc.flamebearer);
+        data = { doc, levels, units: doc.metadata.units, table: Flame.table(levels) };
+      }
       if (state.focus && !(levels[state.focus.level] && levels[state.focus.level][state.focus.index])) {
         state.focus = null;
       }
@@ -117,7 +134,7 @@
       drawTimeline();
       drawGroups();
       drawAll();
-      loadFindings();
+      if (!state.diff) loadFindings();
       $('status').textContent = Flame.formatValue(doc.flamebearer.numTicks, data.units) + ' total, ' +
         (r.headers.get('X-Flamecol-Nodes-Merged') || '?') + ' windows merged';
     } catch (e) {
@@ -161,7 +178,7 @@
   }
   function drawTimeline() {
     const t = data && data.doc.timeline;
-    if (t) drawSeries($('timeline'), t.samples, '#d0643c');
+    drawSeries($('timeline'), t ? t.samples : [], '#d0643c');
   }
   function drawGroups() {
     const box = $('groups');
@@ -208,8 +225,18 @@
   }
 
   /* ---- flame graph ---- */
+  /* Diff colours: red where a function's share grew, green where it shrank, deeper with the change. */
+  function diffColour(kind, change) {
+    if (kind === 'same') return '#dcdcdc';
+    const depth = Math.min(1, Math.abs(change));
+    return kind === 'grew' ? 'hsl(0, 75%, ' + (82 - 30 * depth) + '%)' : 'hsl(120, 55%, ' + (80 - 28 * depth) + '%)';
+  }
   function colourOf(block, ctxInfo) {
     if (ctxInfo.match && !ctxInfo.match(block.name)) return '#d8d8d8';
+    if (data.diff) {
+      const c = Flame.diffChange(block.left, block.right, data.doc.leftTicks, data.doc.rightTicks);
+      return diffColour(c.kind, c.change);
+    }
     if (state.colour === 'value') {
       const share = ctxInfo.total ? block.self / ctxInfo.total : 0;
       const l = 85 - Math.min(45, share * 300);
@@ -270,7 +297,7 @@
    * recursive function is not counted twice). The callers half is not built.
    */
   function sandwichLevels() {
-    if (!state.sandwich || !data) return null;
+    if (!state.sandwich || !data || data.diff) return null; /* not in the diff view */
     const name = state.sandwich;
     const callees = new Map(); /* path key -> {name, depth, total, self, parentKey} */
     const walk = (b, key, depth) => {
@@ -330,11 +357,21 @@
     const name = document.createElement('b');
     name.textContent = b.name;
     tip.appendChild(name);
-    const lines = [
+    let lines = [
       'Total: ' + Flame.formatValue(b.total, data.units) + ' (' + pct(b.total) + ')',
       'Self: ' + Flame.formatValue(b.self, data.units) + ' (' + pct(b.self) + ')',
       'Samples: ' + b.total,
     ];
+    if (data.diff) {
+      const lt = data.doc.leftTicks, rt = data.doc.rightTicks;
+      const share = (v, t) => (t ? (100 * v / t).toFixed(2) : '0') + '%';
+      const c = Flame.diffChange(b.left, b.right, lt, rt);
+      lines = [
+        'Baseline: ' + Flame.formatValue(b.left, data.units) + ' (' + share(b.left, lt) + ')',
+        'Comparison: ' + Flame.formatValue(b.right, data.units) + ' (' + share(b.right, rt) + ')',
+        'Change: ' + changeText(c.change),
+      ];
+    }
     for (const l of lines) {
       const div = document.createElement('div');
       div.textContent = l;
@@ -356,7 +393,7 @@
       m.hidden = true;
       if (act === 'focus') {
         if (!state.sandwich) state.focus = { level: r.block.level, index: r.block.index };
-      } else if (act === 'sandwich') {
+      } else if (act === 'sandwich' && !data.diff) {
         state.sandwich = r.block.name;
         state.focus = null;
       } else if (act === 'copy' && navigator.clipboard) {
@@ -367,13 +404,58 @@
     };
   }
 
+  function changeText(change) {
+    if (change === Infinity) return 'new';
+    return (change > 0 ? '+' : '') + (100 * change).toFixed(1) + '%';
+  }
+
   /* ---- table ---- */
+  function tableHead(cols) {
+    const tr = $('top').tHead.rows[0];
+    tr.innerHTML = '';
+    for (const [key, label, num] of cols) {
+      const th = document.createElement('th');
+      th.textContent = label;
+      if (key) {
+        th.dataset.sort = key;
+        th.onclick = () => { state.sort = key; drawAll(); };
+      }
+      if (num) th.className = 'num';
+      tr.appendChild(th);
+    }
+  }
+  function drawDiffTable(body) {
+    tableHead([['name', 'Symbol'], ['baseline', 'Baseline', 1], ['comparison', 'Comparison', 1], ['change', 'Change', 1]]);
+    const key = ['name', 'baseline', 'comparison', 'change'].includes(state.sort) ? state.sort : 'comparison';
+    const rows = data.diffTable.slice();
+    rows.sort(key === 'name' ? (a, b) => (a.name < b.name ? -1 : 1) : (a, b) => b[key] - a[key]);
+    const match = Flame.matcher(state.search);
+    for (const r of rows.slice(0, 500)) {
+      if (match && !match(r.name)) continue;
+      const tr = document.createElement('tr');
+      const c = Flame.diffChange(r.baseline, r.comparison, data.doc.leftTicks, data.doc.rightTicks);
+      const cells = [r.name, Flame.formatValue(r.baseline, data.units), Flame.formatValue(r.comparison, data.units), changeText(r.change)];
+      cells.forEach((text, i) => {
+        const td = document.createElement('td');
+        td.textContent = text;
+        td.className = i === 0 ? 'name' : 'num';
+        if (i === 3) td.style.background = diffColour(c.kind, c.change);
+        tr.appendChild(td);
+      });
+      body.appendChild(tr);
+    }
+  }
   function drawTable() {
     const body = $('top').tBodies[0];
     body.innerHTML = '';
     if (!data) return;
+    if (data.diff) {
+      drawDiffTable(body);
+      return;
+    }
+    tableHead([['name', 'Symbol'], ['self', 'Self', 1], ['total', 'Total', 1], ['', '']]);
     const rows = data.table.slice();
-    const key = state.sort;
+    const key = ['name', 'self', 'total'].includes(state.sort) ? state.sort : 'self';
     rows.sort(key === 'name' ? (a, b) => (a.name < b.name ? -1 : 1) : (a, b) => b[key] - a[key]);
     const total = data.doc.flamebearer.numTicks || 1;
     const match = Flame.matcher(state.search);
@@ -455,6 +537,9 @@
     $('from').value = toLocal(state.from);
     $('until').value = toLocal(state.until);
     $('search').value = state.search;
+    $('diff').checked = !!state.diff;
+    $('baseline').hidden = !state.diff;
+    for (const id of ['bfilter', 'bfrom', 'buntil']) $(id).value = state[id];
     $('colour').value = state.colour;
     $('align').value = state.align;
     for (const b of document.querySelectorAll('[data-view]')) b.classList.toggle('on', b.dataset.view === state.view);
@@ -479,7 +564,10 @@
     $('align').onchange = () => { state.align = $('align').value; drawAll(); };
     for (const b of document.querySelectorAll('[data-view]')) b.onclick = () => { state.view = b.dataset.view; syncControls(); drawAll(); };
     for (const b of document.querySelectorAll('[data-orient]')) b.onclick = () => { state.orient = b.dataset.orient; syncControls(); drawAll(); };
-    for (const th of document.querySelectorAll('#top th[data-sort]')) th.onclick = () => { state.sort = th.dataset.sort; drawAll(); };
+    $('diff').onchange = () => { state.diff = $('diff').checked ? '1' : ''; state.focus = null; syncControls(); load(); };
+    for (const id of ['bfilter', 'bfrom', 'buntil']) {
+      $(id).onchange = () => { state[id] = $(id).value; load(); };
+    }
     const canvas = $('flame');
     canvas.addEventListener('mousemove', tooltip);
     canvas.addEventListener('mouseleave', () => { $('tooltip').hidden = true; });
@@ -491,7 +579,10 @@
   /* What is drawn, for scripts and the browser test (tests/ui/browser.js). */
   window.flamecol = {
     draws: 0,
-    drawn: () => rects.filter((r) => r.block).map((r) => ({ name: r.block.name, level: r.level, x: r.x, y: r.y, w: r.w, h: ROW })),
+    drawn: () => rects.filter((r) => r.block).map((r) => ({
+      name: r.block.name, level: r.level, x: r.x, y: r.y, w: r.w, h: ROW,
+      kind: data && data.diff ? Flame.diffChange(r.block.left, r.block.right, data.doc.leftTicks, data.doc.rightTicks).kind : undefined,
+    })),
     state: () => JSON.parse(JSON.stringify(state)),
   };
 

@@ -235,7 +235,87 @@
     return String(v);
   }
 
-  const api = { decode, layout, table, matcher, searchStats, packageOf, hue, formatValue };
+  /*
+   * A diff ("double") flamebearer: 7-tuples [left x delta, left total, left
+   * self, right x delta, right total, right self, name], each x column
+   * delta-encoded on its own. Returns {levels, left, right}: levels for the
+   * drawing (x and total are left + right, as Pyroscope draws a diff; each
+   * block also carries its left/right totals and selfs), and each side alone
+   * for its table.
+   */
+  function decodeDiff(fb) {
+    const both = { names: fb.names, levels: [] };
+    const left = { names: fb.names, levels: [] };
+    const right = { names: fb.names, levels: [] };
+    const sides = [];
+    for (const src of fb.levels) {
+      const b = [];
+      const l = [];
+      const r = [];
+      const extra = [];
+      let lend = 0; /* end (x + total) of the previous block, per column */
+      let rend = 0;
+      let bend = 0;
+      for (let i = 0; i + 6 < src.length; i += 7) {
+        const lx = lend + src[i];
+        const rx = rend + src[i + 3];
+        const x = lx + rx;
+        l.push(src[i], src[i + 1], src[i + 2], src[i + 6]);
+        r.push(src[i + 3], src[i + 4], src[i + 5], src[i + 6]);
+        b.push(x - bend, src[i + 1] + src[i + 4], src[i + 2] + src[i + 5], src[i + 6]);
+        extra.push({ left: src[i + 1], right: src[i + 4], leftSelf: src[i + 2], rightSelf: src[i + 5] });
+        lend = lx + src[i + 1];
+        rend = rx + src[i + 4];
+        bend = x + src[i + 1] + src[i + 4];
+      }
+      both.levels.push(b);
+      left.levels.push(l);
+      right.levels.push(r);
+      sides.push(extra);
+    }
+    const levels = decode(both);
+    levels.forEach((lv, d) => lv.forEach((blk, i) => Object.assign(blk, sides[d][i])));
+    return { levels: levels, left: decode(left), right: decode(right) };
+  }
+
+  /*
+   * Whether a function grew or shrank between baseline and comparison, by its
+   * share of each side's total (the sides may cover different lengths of
+   * time). change is relative (+0.5 = its share grew by half); Infinity when
+   * it is new.
+   */
+  function diffChange(left, right, leftTicks, rightTicks) {
+    const ls = leftTicks ? left / leftTicks : 0;
+    const rs = rightTicks ? right / rightTicks : 0;
+    const change = ls ? (rs - ls) / ls : rs ? Infinity : 0;
+    const kind = Math.abs(change) < 0.05 ? 'same' : change > 0 ? 'grew' : 'shrank';
+    return { change: change, kind: kind };
+  }
+
+  /* Per function: baseline and comparison self, and the change of its self share. */
+  function diffTable(diff, leftTicks, rightTicks) {
+    const rows = new Map();
+    for (const r of table(diff.left)) {
+      rows.set(r.name, { name: r.name, baseline: r.self, comparison: 0 });
+    }
+    for (const r of table(diff.right)) {
+      const row = rows.get(r.name) || { name: r.name, baseline: 0, comparison: 0 };
+      row.comparison = r.self;
+      rows.set(r.name, row);
+    }
+    const out = [];
+    for (const row of rows.values()) {
+      if (row.baseline === 0 && row.comparison === 0) continue;
+      row.change = diffChange(row.baseline, row.comparison, leftTicks, rightTicks).change;
+      out.push(row);
+    }
+    return out.sort((a, b) => b.comparison - a.comparison || b.baseline - a.baseline);
+  }
+
+  const api = {
+    decode, layout, table, matcher, searchStats, packageOf, hue, formatValue,
+    decodeDiff, diffChange, diffTable,
+  };
   if (typeof module !== 'undefined' && module.exports) {
     module.exports = api;
   } else {

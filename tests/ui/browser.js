@@ -139,6 +139,32 @@ async function main() {
     assert.ok(mallocgc.total > 0);
     await page.screenshot({ path: path.join(ARTIFACTS, 'sandwich.png') });
 
+    // Diff: b's share grew from half to three quarters, a's shrank.
+    const t1 = Math.floor(Date.now() / 1000) - 7200;
+    const t2 = t1 + 6600;
+    for (const [when, text] of [[t1, 'main;a 10\nmain;b 10\n'], [t2, 'main;a 10\nmain;b 30\n']]) {
+      const r = await fetch(`${base}/ingest?name=diffsvc.cpu&from=${when}&until=${when + 10}`, { method: 'POST', body: text });
+      assert.equal(r.status, 200, await r.text());
+    }
+    const diffPage = await browser.newPage({ viewport: { width: 1400, height: 900 } });
+    diffPage.on('pageerror', (e) => errors.push(String(e)));
+    await diffPage.goto(`${base}/?service=diffsvc&type=${encodeURIComponent(CPU)}&diff=1&range=custom` +
+      `&from=${t2 - 5}&until=${t2 + 20}&bfrom=${t1 - 5}&buntil=${t1 + 20}`);
+    await diffPage.waitForFunction(() => window.flamecol && window.flamecol.draws > 0 && document.querySelector('#top tbody tr'));
+    drawn = await diffPage.evaluate(() => window.flamecol.drawn());
+    const kinds = Object.fromEntries(drawn.filter((b) => b.level === 2).map((b) => [b.name, b.kind]));
+    assert.deepEqual(kinds, { a: 'shrank', b: 'grew' });
+    const diffRow = await diffPage.$$eval('#top tbody tr:first-child td', (tds) => tds.map((td) => td.textContent));
+    assert.deepEqual(diffRow, ['b', '100 ms', '300 ms', '+50.0%']);
+    assert.deepEqual(await diffPage.$$eval('#top thead th', (ths) => ths.map((th) => th.textContent)),
+      ['Symbol', 'Baseline', 'Comparison', 'Change']);
+    const grown = drawn.find((b) => b.name === 'b');
+    const dbox = await diffPage.locator('#flame').boundingBox();
+    await diffPage.mouse.move(dbox.x + grown.x + grown.w / 2, dbox.y + grown.y + grown.h / 2);
+    assert.match(await diffPage.textContent('#tooltip'), /Change: \+50\.0%/);
+    assert.equal(await diffPage.isVisible('#legend'), true);
+    await diffPage.screenshot({ path: path.join(ARTIFACTS, 'diff.png') });
+
     // A link reopens the same view.
     const url = page.url();
     const again = await browser.newPage({ viewport: { width: 1400, height: 900 } });

@@ -78,3 +78,27 @@ test('packages, hues and units', () => {
   assert.equal(Flame.formatValue(3 * 1048576, 'bytes'), '3.00 MB');
   assert.equal(Flame.formatValue(42, 'objects'), '42');
 });
+
+// baseline: main 20 = a 10 + b 10; comparison: main 40 = a 10 + b 30
+const diff = {
+  names: ['total', 'main', 'a', 'b'],
+  levels: [[0, 20, 0, 0, 40, 0, 0], [0, 20, 0, 0, 40, 0, 1], [0, 10, 10, 0, 10, 10, 2, 0, 10, 10, 0, 30, 30, 3]],
+};
+
+test('diff: both sides drawn together, each side kept for its table', () => {
+  const d = Flame.decodeDiff(diff);
+  assert.deepEqual(d.levels[2].map((b) => [b.name, b.x, b.total, b.left, b.right, b.leftSelf, b.rightSelf]),
+    [['a', 0, 20, 10, 10, 10, 10], ['b', 20, 40, 10, 30, 10, 30]]);
+  assert.deepEqual(d.left[2].map((b) => [b.name, b.x, b.total]), [['a', 0, 10], ['b', 10, 10]]);
+  assert.deepEqual(d.right[2].map((b) => [b.name, b.x, b.total]), [['a', 0, 10], ['b', 10, 30]]);
+  assert.deepEqual(rects(Flame.layout(d.levels, 600)).slice(2), [[2, 'a', 0, 200, 0], [2, 'b', 200, 400, 0]]);
+});
+
+test('diff: change of share, and the table', () => {
+  assert.deepEqual(Flame.diffChange(10, 30, 20, 40), { change: 0.5, kind: 'grew' });
+  assert.deepEqual(Flame.diffChange(10, 10, 20, 40), { change: -0.5, kind: 'shrank' });
+  assert.deepEqual(Flame.diffChange(10, 20, 20, 40), { change: 0, kind: 'same' });
+  assert.deepEqual(Flame.diffChange(0, 5, 20, 40), { change: Infinity, kind: 'grew' });
+  const t = Flame.diffTable(Flame.decodeDiff(diff), 20, 40);
+  assert.deepEqual(t.map((r) => [r.name, r.baseline, r.comparison, r.change]), [['b', 10, 30, 0.5], ['a', 10, 10, -0.5]]);
+});
