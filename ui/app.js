@@ -17,7 +17,8 @@
     diff: '', bfilter: '', bfrom: '', buntil: '', /* diff: the baseline beside the selection */
   };
   let data = null; /* {fb, levels, units, table} of the current answer */
-  let rects = [];
+  let rects = []; /* what the main canvas shows, for hit tests */
+  let callerRects = []; /* the sandwich's callers canvas */
 
   /* ---- URL state ---- */
   function readUrl() {
@@ -244,13 +245,11 @@
     }
     return 'hsl(' + Flame.hue(Flame.packageOf(block.name)) + ', 60%, 68%)';
   }
-  function drawFlame() {
-    const canvas = $('flame');
-    if (!data) return;
-    const levels = sandwichLevels() || data.levels;
+  /* Draws levels into canvas (root at the bottom for 'flame', at the top for 'icicle'). */
+  function drawInto(canvas, levels, orient, focus) {
     const width = canvas.clientWidth || 800;
     const ratio = window.devicePixelRatio || 1;
-    rects = Flame.layout(levels, width, { focus: state.sandwich ? null : state.focus, minPx: 1 });
+    const out = Flame.layout(levels, width, { focus: focus, minPx: 1 });
     const depth = levels.length;
     canvas.style.height = depth * ROW + 'px';
     canvas.width = width * ratio;
@@ -260,21 +259,31 @@
     ctx.font = '11px ui-monospace, monospace';
     ctx.textBaseline = 'middle';
     const info = { match: Flame.matcher(state.search), total: data.doc.flamebearer.numTicks };
-    for (const r of rects) {
-      r.y = state.orient === 'icicle' ? r.level * ROW : (depth - 1 - r.level) * ROW;
+    for (const r of out) {
+      r.y = orient === 'icicle' ? r.level * ROW : (depth - 1 - r.level) * ROW;
       ctx.fillStyle = r.block ? (r.ancestor ? '#eee' : colourOf(r.block, info)) : '#c8c8c8';
       ctx.fillRect(r.x, r.y, Math.max(r.w - 0.5, 0.5), ROW - 1);
       if (r.block && r.w > 30) {
         const text = fit(ctx, r.block.name, r.w - 6);
         ctx.fillStyle = '#111';
-        if (state.align === 'right') {
-          ctx.textAlign = 'right';
-          ctx.fillText(text, r.x + r.w - 3, r.y + ROW / 2);
-        } else {
-          ctx.textAlign = 'left';
-          ctx.fillText(text, r.x + 3, r.y + ROW / 2);
-        }
+        ctx.textAlign = state.align === 'right' ? 'right' : 'left';
+        ctx.fillText(text, state.align === 'right' ? r.x + r.w - 3 : r.x + 3, r.y + ROW / 2);
       }
+    }
+    return out;
+  }
+  function drawFlame() {
+    if (!data) return;
+    const sw = state.sandwich && !data.diff ? Flame.sandwich(data.levels, state.sandwich) : null;
+    const callers = $('callers');
+    callers.hidden = !sw;
+    if (sw) {
+      /* Pyroscope's sandwich: callers above the function, callees below it. */
+      callerRects = drawInto(callers, sw.callers, 'flame', null);
+      rects = drawInto($('flame'), sw.callees, 'icicle', null);
+    } else {
+      callerRects = [];
+      rects = drawInto($('flame'), data.levels, state.orient, state.focus);
     }
     window.flamecol.draws++;
   }
@@ -287,68 +296,13 @@
     }
     return lo ? '…' + s.slice(s.length - lo) : '';
   }
-  function rectAt(x, y) {
-    return rects.find((r) => r.block && x >= r.x && x < r.x + r.w && y >= r.y && y < r.y + ROW);
-  }
-
-  /*
-   * Sandwich, callee half: the function as the root and everything it calls,
-   * merged over every place it appears (outermost occurrence only, so a
-   * recursive function is not counted twice). The callers half is not built.
-   */
-  function sandwichLevels() {
-    if (!state.sandwich || !data || data.diff) return null; /* not in the diff view */
-    const name = state.sandwich;
-    const callees = new Map(); /* path key -> {name, depth, total, self, parentKey} */
-    const walk = (b, key, depth) => {
-      const k = key + '\u0000' + b.name; /* NUL never occurs in names: keys sort parent-first */
-      const n = callees.get(k) || { name: b.name, depth, total: 0, self: 0, parent: key };
-      n.total += b.total;
-      n.self += b.self;
-      callees.set(k, n);
-      for (const c of data.levels[b.level + 1] || []) {
-        if (c.parent === b.index) walk(c, k, depth + 1);
-      }
-    };
-    for (const lv of data.levels.slice(1)) {
-      for (const b of lv) {
-        if (b.name === name && !hasAncestor(b, name)) walk(b, '', 1);
-      }
-    }
-    /* back to a flamebearer: levels by depth, children after parents in key order */
-    const total = [...callees.values()].filter((n) => n.depth === 1).reduce((a, n) => a + n.total, 0);
-    const names = ['total'];
-    const byDepth = [[0, total, 0, 0]];
-    const xs = new Map([['', 0]]);
-    const keys = [...callees.keys()].sort();
-    const ends = [];
-    for (const k of keys) {
-      const n = callees.get(k);
-      const px = xs.get(n.parent);
-      const used = xs.get(n.parent + '\u0001') || 0; /* the parent's width given out so far */
-      const x = px + used;
-      xs.set(n.parent + '\u0001', used + n.total);
-      xs.set(k, x);
-      const lv = byDepth[n.depth] || (byDepth[n.depth] = []);
-      const end = ends[n.depth] || 0;
-      lv.push(x - end, n.total, n.self, names.push(n.name) - 1);
-      ends[n.depth] = x + n.total;
-    }
-    return Flame.decode({ names, levels: byDepth });
-  }
-  function hasAncestor(b, name) {
-    let p = b.parent;
-    for (let d = b.level - 1; d > 0 && p >= 0; d--) {
-      const a = data.levels[d][p];
-      if (a.name === name) return true;
-      p = a.parent;
-    }
-    return false;
+  function rectAt(x, y, among) {
+    return (among || rects).find((r) => r.block && x >= r.x && x < r.x + r.w && y >= r.y && y < r.y + ROW);
   }
 
   function tooltip(e) {
     const tip = $('tooltip');
-    const r = rectAt(e.offsetX, e.offsetY);
+    const r = rectAt(e.offsetX, e.offsetY, e.target.id === 'callers' ? callerRects : rects);
     if (!r) { tip.hidden = true; return; }
     const b = r.block;
     const total = data.doc.flamebearer.numTicks;
@@ -571,6 +525,8 @@
     const canvas = $('flame');
     canvas.addEventListener('mousemove', tooltip);
     canvas.addEventListener('mouseleave', () => { $('tooltip').hidden = true; });
+    $('callers').addEventListener('mousemove', tooltip);
+    $('callers').addEventListener('mouseleave', () => { $('tooltip').hidden = true; });
     canvas.addEventListener('click', menu);
     window.addEventListener('resize', () => { drawTimeline(); drawFlame(); });
     timelineDrag();
@@ -579,6 +535,7 @@
   /* What is drawn, for scripts and the browser test (tests/ui/browser.js). */
   window.flamecol = {
     draws: 0,
+    callers: () => callerRects.filter((r) => r.block).map((r) => ({ name: r.block.name, level: r.level, w: r.w })),
     drawn: () => rects.filter((r) => r.block).map((r) => ({
       name: r.block.name, level: r.level, x: r.x, y: r.y, w: r.w, h: ROW,
       kind: data && data.diff ? Flame.diffChange(r.block.left, r.block.right, data.doc.leftTicks, data.doc.rightTicks).kind : undefined,

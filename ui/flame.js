@@ -312,9 +312,97 @@
     return out.sort((a, b) => b.comparison - a.comparison || b.baseline - a.baseline);
   }
 
+  /*
+   * A flamebearer from weighted paths ([{path: [names, root first], value}]):
+   * each path adds value to the total of every node on it and to the self of
+   * its last node; siblings in first-seen order. Level 0 is "total".
+   */
+  function fromPaths(paths) {
+    const root = { name: 'total', total: 0, self: 0, children: new Map() };
+    for (const p of paths) {
+      let n = root;
+      root.total += p.value;
+      for (const name of p.path) {
+        let c = n.children.get(name);
+        if (!c) {
+          c = { name: name, total: 0, self: 0, children: new Map() };
+          n.children.set(name, c);
+        }
+        c.total += p.value;
+        n = c;
+      }
+      n.self += p.value;
+    }
+    const names = [];
+    const index = new Map();
+    const levels = [];
+    const ends = [];
+    const emit = (n, depth, x) => {
+      if (!index.has(n.name)) {
+        index.set(n.name, names.length);
+        names.push(n.name);
+      }
+      const lv = levels[depth] || (levels[depth] = []);
+      lv.push(x - (ends[depth] || 0), n.total, n.self, index.get(n.name));
+      ends[depth] = x + n.total;
+      let cx = x;
+      for (const c of n.children.values()) {
+        emit(c, depth + 1, cx);
+        cx += c.total;
+      }
+    };
+    emit(root, 0, 0);
+    return { names: names, levels: levels };
+  }
+
+  /* Whether a block has an ancestor (below the root) called name. */
+  function underName(levels, b, name) {
+    for (let p = b.parent, d = b.level - 1; d > 0 && p >= 0; d--) {
+      const a = levels[d][p];
+      if (a.name === name) return true;
+      p = a.parent;
+    }
+    return false;
+  }
+
+  /*
+   * The sandwich of a function, over every place it appears (outermost
+   * occurrences only, so recursion is not counted twice): callees, the
+   * function as root with everything it calls; callers, the function as root
+   * with its callers above it, nearest first. Both as decoded levels.
+   */
+  function sandwich(levels, name) {
+    const callees = [];
+    const callers = [];
+    const children = levels.map((lv) => lv.map(() => []));
+    for (let d = 1; d < levels.length; d++) {
+      for (const b of levels[d]) {
+        if (b.parent >= 0) children[d - 1][b.parent].push(b);
+      }
+    }
+    const below = (b, path) => {
+      const here = path.concat([b.name]);
+      if (b.self) callees.push({ path: here, value: b.self });
+      for (const c of children[b.level][b.index]) below(c, here);
+    };
+    for (let d = 1; d < levels.length; d++) {
+      for (const b of levels[d]) {
+        if (b.name !== name || underName(levels, b, name)) continue;
+        below(b, []);
+        const up = [name];
+        for (let p = b.parent, k = d - 1; k > 0 && p >= 0; k--) {
+          up.push(levels[k][p].name);
+          p = levels[k][p].parent;
+        }
+        callers.push({ path: up, value: b.total });
+      }
+    }
+    return { callees: decode(fromPaths(callees)), callers: decode(fromPaths(callers)) };
+  }
+
   const api = {
     decode, layout, table, matcher, searchStats, packageOf, hue, formatValue,
-    decodeDiff, diffChange, diffTable,
+    decodeDiff, diffChange, diffTable, fromPaths, sandwich,
   };
   if (typeof module !== 'undefined' && module.exports) {
     module.exports = api;

@@ -137,6 +137,10 @@ async function main() {
     const root = drawn.find((b) => b.level === 0);
     assert.ok(root && Math.abs(root.w - width) < 0.01);
     assert.ok(mallocgc.total > 0);
+    // Its callers are drawn above it, the function nearest.
+    const callers = await page.evaluate(() => window.flamecol.callers());
+    assert.deepEqual([...new Set(callers.filter((b) => b.level === 1).map((b) => b.name))], ['runtime.mallocgc']);
+    assert.ok(callers.some((b) => b.level === 2), 'callers of runtime.mallocgc drawn');
     await page.screenshot({ path: path.join(ARTIFACTS, 'sandwich.png') });
 
     // Diff: b's share grew from half to three quarters, a's shrank.

@@ -102,3 +102,23 @@ test('diff: change of share, and the table', () => {
   const t = Flame.diffTable(Flame.decodeDiff(diff), 20, 40);
   assert.deepEqual(t.map((r) => [r.name, r.baseline, r.comparison, r.change]), [['b', 10, 30, 0.5], ['a', 10, 10, -0.5]]);
 });
+
+test('fromPaths: weighted paths become a flamebearer', () => {
+  const fb = Flame.fromPaths([{ path: ['m', 'a'], value: 3 }, { path: ['m', 'b'], value: 2 }, { path: ['m'], value: 1 }]);
+  assert.deepEqual(fb.names, ['total', 'm', 'a', 'b']);
+  assert.deepEqual(fb.levels, [[0, 6, 0, 0], [0, 6, 1, 1], [0, 3, 3, 2, 0, 2, 2, 3]]);
+});
+
+// total 30 -> main 30 -> {x 20 -> f 20 -> {g 5, f 15 -> h 15}, y 10 -> f 10 (self)}
+test('sandwich: callees and callers of a function, recursion counted once', () => {
+  const levels = Flame.decode({
+    names: ['total', 'main', 'x', 'y', 'f', 'g', 'h'],
+    levels: [[0, 30, 0, 0], [0, 30, 0, 1], [0, 20, 0, 2, 0, 10, 0, 3], [0, 20, 0, 4, 0, 10, 10, 4], [0, 5, 5, 5, 0, 15, 0, 4], [5, 15, 15, 6]],
+  });
+  const s = Flame.sandwich(levels, 'f');
+  const flat = (lv) => lv.map((l) => l.map((b) => [b.name, b.total, b.self]));
+  // callees: f 30 (self 10 from under y) -> g 5, f 15 -> h 15
+  assert.deepEqual(flat(s.callees), [[['total', 30, 0]], [['f', 30, 10]], [['g', 5, 5], ['f', 15, 0]], [['h', 15, 15]]]);
+  // callers: f 30 -> x 20 -> main 20, y 10 -> main 10
+  assert.deepEqual(flat(s.callers), [[['total', 30, 0]], [['f', 30, 0]], [['x', 20, 0], ['y', 10, 0]], [['main', 20, 20], ['main', 10, 10]]]);
+});
