@@ -103,6 +103,9 @@
       .filter((n) => !n.startsWith('__') && n !== 'service_name');
     fill($('groupby'), [''].concat(names), state.groupBy);
     $('groupby').options[0].textContent = 'none';
+    fill($('lname'), [''].concat(names), '');
+    $('lname').options[0].textContent = 'label…';
+    fill($('lvalue'), [], '');
   }
 
   /* ---- loading ---- */
@@ -518,6 +521,22 @@
     $('align').onchange = () => { state.align = $('align').value; drawAll(); };
     for (const b of document.querySelectorAll('[data-view]')) b.onclick = () => { state.view = b.dataset.view; syncControls(); drawAll(); };
     for (const b of document.querySelectorAll('[data-orient]')) b.onclick = () => { state.orient = b.dataset.orient; syncControls(); drawAll(); };
+    /* Label filter picker: a name, then one of its values for this service, added to the filter. */
+    $('lname').onchange = async () => {
+      const name = $('lname').value;
+      const values = name
+        ? (await connect('LabelValues', { name, matchers: ['{service_name="' + state.service + '"}'] })).names || []
+        : [];
+      fill($('lvalue'), values, '');
+    };
+    $('ladd').onclick = () => {
+      const name = $('lname').value, value = $('lvalue').value;
+      if (!name || !value) return;
+      const m = name + '="' + value.replace(/["\\]/g, '\\$&') + '"';
+      state.filter = state.filter.trim() ? state.filter.trim() + ',' + m : m;
+      $('filter').value = state.filter;
+      load();
+    };
     $('diff').onchange = () => { state.diff = $('diff').checked ? '1' : ''; state.focus = null; syncControls(); load(); };
     for (const id of ['bfilter', 'bfrom', 'buntil']) {
       $(id).onchange = () => { state[id] = $(id).value; load(); };

@@ -175,6 +175,21 @@ async function main() {
     await again.goto(url);
     await again.waitForFunction(() => window.flamecol && window.flamecol.draws > 0);
     assert.equal((await again.evaluate(() => window.flamecol.state())).sandwich, 'runtime.mallocgc');
+    // The label picker adds name="value" to the filter and the view narrows to it.
+    const pick = await browser.newPage({ viewport: { width: 1400, height: 900 } });
+    pick.on('pageerror', (e) => errors.push(String(e)));
+    await pick.goto(`${base}/?service=shop&type=${encodeURIComponent(CPU)}&${range}`);
+    await pick.waitForFunction(() => window.flamecol && window.flamecol.draws > 0);
+    await pick.selectOption('#lname', 'worker');
+    await pick.waitForFunction(() => document.querySelectorAll('#lvalue option').length > 0);
+    const worker = await pick.$eval('#lvalue', (s) => s.value);
+    await pick.click('#ladd');
+    const narrowed = await (await fetch(`${base}/pyroscope/render?query=${encodeURIComponent(CPU + `{service_name="shop",worker="${worker}"}`)}&from=1&until=${until}`)).json();
+    const want = Flame.formatValue(narrowed.flamebearer.numTicks, narrowed.metadata.units) + ' total';
+    assert.ok(narrowed.flamebearer.numTicks < api.flamebearer.numTicks);
+    await pick.waitForFunction((w) => document.getElementById('status').textContent.startsWith(w), want);
+    assert.equal((await pick.evaluate(() => window.flamecol.state())).filter, `worker="${worker}"`);
+
     assert.deepEqual(errors, [], 'no script errors');
     console.log('ok: browser test passed; screenshots in ' + ARTIFACTS);
   } finally {
