@@ -15,6 +15,7 @@
     groupBy: '', view: 'both', orient: 'flame', colour: 'package', align: 'left',
     search: '', focus: null, sandwich: '', sort: 'self',
     diff: '', bfilter: '', bfrom: '', buntil: '', /* diff: the baseline beside the selection */
+    maxNodes: '', /* empty: the server's query.max_nodes */
   };
   let data = null; /* {fb, levels, units, table} of the current answer */
   let rects = []; /* what the main canvas shows, for hit tests */
@@ -74,6 +75,7 @@
   function renderUrl(format) {
     const p = new URLSearchParams(Object.assign({ query: query(), format }, rangeParams()));
     if (state.groupBy) p.set('groupBy', state.groupBy);
+    if (state.maxNodes) p.set('maxNodes', state.maxNodes);
     return 'pyroscope/render?' + p.toString();
   }
 
@@ -277,6 +279,7 @@
   }
   function drawFlame() {
     if (!data) return;
+    const t0 = performance.now();
     const sw = state.sandwich && !data.diff ? Flame.sandwich(data.levels, state.sandwich) : null;
     const callers = $('callers');
     callers.hidden = !sw;
@@ -289,6 +292,8 @@
       rects = drawInto($('flame'), data.levels, state.orient, state.focus);
     }
     window.flamecol.draws++;
+    window.flamecol.lastDrawMs = performance.now() - t0;
+    if (!window.flamecol.firstDrawAt) window.flamecol.firstDrawAt = performance.now();
   }
   function fit(ctx, s, w) {
     if (ctx.measureText(s).width <= w) return s;
@@ -554,12 +559,15 @@
   /* What is drawn, for scripts and the browser test (tests/ui/browser.js). */
   window.flamecol = {
     draws: 0,
+    lastDrawMs: 0, /* how long the last flame-graph draw took (bench/ui_draw.js) */
+    firstDrawAt: 0, /* performance.now() of the first draw */
     callers: () => callerRects.filter((r) => r.block).map((r) => ({ name: r.block.name, level: r.level, w: r.w })),
     drawn: () => rects.filter((r) => r.block).map((r) => ({
       name: r.block.name, level: r.level, x: r.x, y: r.y, w: r.w, h: ROW,
       kind: data && data.diff ? Flame.diffChange(r.block.left, r.block.right, data.doc.leftTicks, data.doc.rightTicks).kind : undefined,
     })),
     state: () => JSON.parse(JSON.stringify(state)),
+    nodes: () => (data ? data.levels.reduce((n, lv) => n + lv.length, 0) : 0), /* in the answer */
   };
 
   readUrl();
