@@ -322,8 +322,11 @@
     let lines = [
       'Total: ' + Flame.formatValue(b.total, data.units) + ' (' + pct(b.total) + ')',
       'Self: ' + Flame.formatValue(b.self, data.units) + ' (' + pct(b.self) + ')',
-      'Samples: ' + b.total,
     ];
+    /* A count only where the values are counts (CPU and bytes are not samples). */
+    if (data.units !== 'samples' && data.units !== 'nanoseconds' && data.units !== 'bytes') {
+      lines.push('Samples: ' + b.total);
+    }
     if (data.diff) {
       const lt = data.doc.leftTicks, rt = data.doc.rightTicks;
       const share = (v, t) => (t ? (100 * v / t).toFixed(2) : '0') + '%';
@@ -563,7 +566,7 @@
     firstDrawAt: 0, /* performance.now() of the first draw */
     callers: () => callerRects.filter((r) => r.block).map((r) => ({ name: r.block.name, level: r.level, w: r.w })),
     drawn: () => rects.filter((r) => r.block).map((r) => ({
-      name: r.block.name, level: r.level, x: r.x, y: r.y, w: r.w, h: ROW,
+      name: r.block.name, level: r.level, x: r.x, y: r.y, w: r.w, h: ROW, total: r.block.total, self: r.block.self,
       kind: data && data.diff ? Flame.diffChange(r.block.left, r.block.right, data.doc.leftTicks, data.doc.rightTicks).kind : undefined,
     })),
     state: () => JSON.parse(JSON.stringify(state)),

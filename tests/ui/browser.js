@@ -175,9 +175,55 @@ async function main() {
     await again.goto(url);
     await again.waitForFunction(() => window.flamecol && window.flamecol.draws > 0);
     assert.equal((await again.evaluate(() => window.flamecol.state())).sandwich, 'runtime.mallocgc');
-    // The label picker adds name="value" to the filter and the view narrows to it.
+    // Tooltip: name, values with units and share.
     const pick = await browser.newPage({ viewport: { width: 1400, height: 900 } });
     pick.on('pageerror', (e) => errors.push(String(e)));
+    await pick.goto(`${base}/?service=shop&type=${encodeURIComponent(CPU)}&${range}`);
+    await pick.waitForFunction(() => window.flamecol && window.flamecol.draws > 0);
+    drawn = await pick.evaluate(() => window.flamecol.drawn());
+    const hot = drawn.find((b) => b.name === top);
+    let pbox = await pick.locator('#flame').boundingBox();
+    await pick.mouse.move(pbox.x + hot.x + hot.w / 2, pbox.y + hot.y + hot.h / 2);
+    const tip = await pick.textContent('#tooltip');
+    const pct = (v) => (100 * v / api.flamebearer.numTicks).toFixed(2);
+    assert.equal(tip, `${top}Total: ${Flame.formatValue(hot.total, 'samples')} (${pct(hot.total)}%)` +
+      `Self: ${Flame.formatValue(hot.self, 'samples')} (${pct(hot.self)}%)`);
+    assert.ok(/ (ms|s|µs|ns) /.test(tip), 'values carry units');
+
+    // Group by: one small timeline per worker, with its total.
+    await pick.selectOption('#groupby', 'worker');
+    await pick.waitForFunction(() => document.querySelectorAll('#groups .group').length > 1);
+    const groups = await pick.$$eval('#groups .group', (g) => g.map((x) => x.textContent));
+    assert.ok(groups.every((g) => /^worker=.+: .+/.test(g)), groups.join(' | '));
+    await pick.screenshot({ path: path.join(ARTIFACTS, 'groups.png') });
+
+    // Views: table only hides the graph, graph only hides the table.
+    await pick.click('button[data-view="table"]');
+    assert.equal(await pick.isVisible('#flame'), false);
+    assert.equal(await pick.isVisible('#top'), true);
+    await pick.click('button[data-view="graph"]');
+    assert.equal(await pick.isVisible('#top'), false);
+    await pick.click('button[data-view="both"]');
+
+    // Downloads: the selection as gzipped pprof and as folded text.
+    const pprofHref = await pick.$eval('#dl-pprof', (a) => a.href);
+    const pprofBody = Buffer.from(await (await fetch(pprofHref)).arrayBuffer());
+    assert.deepEqual([...pprofBody.subarray(0, 2)], [0x1f, 0x8b]);
+    const foldedText = await (await fetch(await pick.$eval('#dl-folded', (a) => a.href))).text();
+    assert.ok(foldedText.includes(top), 'folded download holds the top function');
+
+    // Drag on the timeline: the range becomes that absolute sub-range.
+    const tl = await pick.locator('#timeline').boundingBox();
+    await pick.mouse.move(tl.x + tl.width * 0.2, tl.y + 10);
+    await pick.mouse.down();
+    await pick.mouse.move(tl.x + tl.width * 0.6, tl.y + 10);
+    await pick.mouse.up();
+    await pick.waitForFunction(() => window.flamecol.state().from !== '1');
+    const dragged = await pick.evaluate(() => window.flamecol.state());
+    assert.equal(dragged.range, 'custom');
+    assert.ok(+dragged.from > 1 && +dragged.until > +dragged.from && +dragged.until <= until, JSON.stringify(dragged));
+
+    // The label picker adds name="value" to the filter and the view narrows to it.
     await pick.goto(`${base}/?service=shop&type=${encodeURIComponent(CPU)}&${range}`);
     await pick.waitForFunction(() => window.flamecol && window.flamecol.draws > 0);
     await pick.selectOption('#lname', 'worker');
