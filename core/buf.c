@@ -146,3 +146,26 @@ uint8_t *fc_buf_detach(struct fc_buf *b, size_t *len)
     b->cap = 0;
     return d;
 }
+
+static int hexval(char c)
+{
+    return c >= '0' && c <= '9'   ? c - '0'
+           : c >= 'a' && c <= 'f' ? c - 'a' + 10
+           : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                  : -1;
+}
+
+bool fc_hex_decode(const char *s, size_t len, uint8_t *out, size_t n)
+{
+    if (len != 2 * n) {
+        return false;
+    }
+    for (size_t i = 0; i < n; i++) {
+        int hi = hexval(s[2 * i]), lo = hexval(s[2 * i + 1]);
+        if (hi < 0 || lo < 0) {
+            return false;
+        }
+        out[i] = (uint8_t)(hi << 4 | lo);
+    }
+    return true;
+}

@@ -6,6 +6,7 @@
 #ifndef FC_BUF_H
 #define FC_BUF_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -25,6 +26,8 @@ int fc_buf_puts(struct fc_buf *b, const char *s);
 int fc_buf_printf(struct fc_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Appends s with JSON string escaping, without the quotes. */
 int fc_buf_json_escape(struct fc_buf *b, const char *s, size_t n);
+/* Decodes exactly 2*n hex digits (either case) of s[0..len) into out; false otherwise. */
+bool fc_hex_decode(const char *s, size_t len, uint8_t *out, size_t n);
 /* Takes ownership of the data; the buffer is empty afterwards. */
 uint8_t *fc_buf_detach(struct fc_buf *b, size_t *len);
 

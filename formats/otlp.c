@@ -1,5 +1,6 @@
 #include "formats/otlp.h"
 
+#include "core/buf.h"
 #include "core/mem.h"
 #include "formats/pbjson.h"
 #include "google/rpc/status.pb-c.h"
@@ -915,30 +916,6 @@ static uint32_t enc_link(struct encoder *e, uint32_t k)
     MEMO(e, link, k, fc_dict_link(e->dst, &e->src->dict.links[k], &id_));
 }
 
-static int hexval(char c)
-{
-    return c >= '0' && c <= '9'   ? c - '0'
-           : c >= 'a' && c <= 'f' ? c - 'a' + 10
-           : c >= 'A' && c <= 'F' ? c - 'A' + 10
-                                  : -1;
-}
-
-/* Parses exactly 2*n hex digits into out. */
-static bool parse_hex(const char *s, size_t len, uint8_t *out, size_t n)
-{
-    if (len != 2 * n) {
-        return false;
-    }
-    for (size_t i = 0; i < n; i++) {
-        int hi = hexval(s[2 * i]), lo = hexval(s[2 * i + 1]);
-        if (hi < 0 || lo < 0) {
-            return false;
-        }
-        out[i] = (uint8_t)(hi << 4 | lo);
-    }
-    return true;
-}
-
 /*
  * A sample's attributes and link. pprof labels span_id (16 hex) and
  * trace_id (32 hex) become a Link when the sample has none.
@@ -960,10 +937,11 @@ static void enc_sample_attrs(struct encoder *e, const struct fc_sample *s, struc
                 continue;
             }
             if (strcmp(key, "span_id") == 0 &&
-                parse_hex(fc_str(b, a->v.str), b->dict.str_len[a->v.str], k.span_id, 8)) {
+                fc_hex_decode(fc_str(b, a->v.str), b->dict.str_len[a->v.str], k.span_id, 8)) {
                 span = (int)i;
             } else if (strcmp(key, "trace_id") == 0 &&
-                       parse_hex(fc_str(b, a->v.str), b->dict.str_len[a->v.str], k.trace_id, 16)) {
+                       fc_hex_decode(fc_str(b, a->v.str), b->dict.str_len[a->v.str], k.trace_id,
+                                     16)) {
                 trace = (int)i;
             }
         }

@@ -1,5 +1,6 @@
 #include "formats/pbjson.h"
 
+#include "core/buf.h"
 #include "formats/json.h"
 
 #include <errno.h>
@@ -78,14 +79,6 @@ static int fail(struct reader *r, const char *field, const char *what)
 
 static int read_message(struct reader *r, const ProtobufCMessageDescriptor *d,
                         const struct fc_json *obj, void **out);
-
-static int hexval(char c)
-{
-    return c >= '0' && c <= '9'   ? c - '0'
-           : c >= 'a' && c <= 'f' ? c - 'a' + 10
-           : c >= 'A' && c <= 'F' ? c - 'A' + 10
-                                  : -1;
-}
 
 static int read_scalar(struct reader *r, const ProtobufCFieldDescriptor *f, const struct fc_json *v,
                        void *slot)
@@ -177,12 +170,8 @@ static int read_scalar(struct reader *r, const ProtobufCFieldDescriptor *f, cons
             if (data == NULL) {
                 return FC_ETOOBIG;
             }
-            for (size_t k = 0; k < v->len / 2; k++) {
-                int hi = hexval(v->str[2 * k]), lo = hexval(v->str[2 * k + 1]);
-                if (hi < 0 || lo < 0) {
-                    return fail(r, f->name, "expected hex digits");
-                }
-                data[k] = (uint8_t)(hi << 4 | lo);
+            if (!fc_hex_decode(v->str, v->len, data, v->len / 2)) {
+                return fail(r, f->name, "expected hex digits");
             }
             b->data = data;
             b->len = v->len / 2;

@@ -1052,29 +1052,6 @@ static int sample_path(struct writer *w, struct frames *f, const struct fc_batch
     return FC_OK;
 }
 
-static int hexval(char c)
-{
-    return c >= '0' && c <= '9'   ? c - '0'
-           : c >= 'a' && c <= 'f' ? c - 'a' + 10
-           : c >= 'A' && c <= 'F' ? c - 'A' + 10
-                                  : -1;
-}
-
-static bool parse_hex(const char *s, size_t len, uint8_t *out, size_t n)
-{
-    if (len != 2 * n) {
-        return false;
-    }
-    for (size_t i = 0; i < n; i++) {
-        int hi = hexval(s[2 * i]), lo = hexval(s[2 * i + 1]);
-        if (hi < 0 || lo < 0) {
-            return false;
-        }
-        out[i] = (uint8_t)(hi << 4 | lo);
-    }
-    return true;
-}
-
 /* The span (and trace) of a sample: its OTLP Link, else pprof labels span_id/trace_id. */
 static bool sample_span(const struct fc_batch *b, const struct fc_sample *s, uint8_t span[8],
                         uint8_t trace[16])
@@ -1089,12 +1066,12 @@ static bool sample_span(const struct fc_batch *b, const struct fc_sample *s, uin
     } else {
         a = fc_attrs_find(b, s->attrs, "span_id");
         if (a == NULL || a->kind != FC_ATTR_STR ||
-            !parse_hex(fc_str(b, a->v.str), b->dict.str_len[a->v.str], span, 8)) {
+            !fc_hex_decode(fc_str(b, a->v.str), b->dict.str_len[a->v.str], span, 8)) {
             return false;
         }
         a = fc_attrs_find(b, s->attrs, "trace_id");
         if (a != NULL && a->kind == FC_ATTR_STR) {
-            parse_hex(fc_str(b, a->v.str), b->dict.str_len[a->v.str], trace, 16);
+            fc_hex_decode(fc_str(b, a->v.str), b->dict.str_len[a->v.str], trace, 16);
         }
     }
     for (int i = 0; i < 8; i++) {

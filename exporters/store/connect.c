@@ -8,6 +8,7 @@
  */
 #include "exporters/store/store.h"
 
+#include "core/buf.h"
 #include "core/mem.h"
 #include "core/metrics.h"
 #include "formats/flamebearer.h"
@@ -279,25 +280,34 @@ static char **arena_strings(struct call *c, char **v, size_t n)
     return out;
 }
 
+/* Answers names_or_values(...) in a response whose strings are (*names, *n_names). */
+static void answer_strings(struct call *c, char **matchers, size_t n_matchers, const char *name,
+                           int64_t start_ms, int64_t end_ms, char ***names, size_t *n_names,
+                           ProtobufCMessage *resp)
+{
+    char **v;
+    size_t n;
+
+    names_or_values(c, matchers, n_matchers, name, start_ms, end_ms, &v, &n);
+    if (c->err.code != FC_OK) {
+        return;
+    }
+    *names = arena_strings(c, v, n);
+    *n_names = n;
+    fc_store_strings_free(v, n);
+    answer(c, resp);
+}
+
 static void label_names(struct call *c, const uint8_t *body, size_t len)
 {
     Types__V1__LabelNamesRequest *req =
         read_request(c, &types__v1__label_names_request__descriptor, body, len);
     Types__V1__LabelNamesResponse resp = TYPES__V1__LABEL_NAMES_RESPONSE__INIT;
-    char **v;
-    size_t n;
 
-    if (req == NULL) {
-        return;
+    if (req != NULL) {
+        answer_strings(c, req->matchers, req->n_matchers, NULL, req->start, req->end, &resp.names,
+                       &resp.n_names, &resp.base);
     }
-    names_or_values(c, req->matchers, req->n_matchers, NULL, req->start, req->end, &v, &n);
-    if (c->err.code != FC_OK) {
-        return;
-    }
-    resp.names = arena_strings(c, v, n);
-    resp.n_names = n;
-    fc_store_strings_free(v, n);
-    answer(c, &resp.base);
 }
 
 static void label_values(struct call *c, const uint8_t *body, size_t len)
@@ -305,8 +315,6 @@ static void label_values(struct call *c, const uint8_t *body, size_t len)
     Types__V1__LabelValuesRequest *req =
         read_request(c, &types__v1__label_values_request__descriptor, body, len);
     Types__V1__LabelValuesResponse resp = TYPES__V1__LABEL_VALUES_RESPONSE__INIT;
-    char **v;
-    size_t n;
 
     if (req == NULL) {
         return;
@@ -315,14 +323,8 @@ static void label_values(struct call *c, const uint8_t *body, size_t len)
         fc_errorf(&c->err, FC_EPROTO, "name is required");
         return;
     }
-    names_or_values(c, req->matchers, req->n_matchers, req->name, req->start, req->end, &v, &n);
-    if (c->err.code != FC_OK) {
-        return;
-    }
-    resp.names = arena_strings(c, v, n);
-    resp.n_names = n;
-    fc_store_strings_free(v, n);
-    answer(c, &resp.base);
+    answer_strings(c, req->matchers, req->n_matchers, req->name, req->start, req->end, &resp.names,
+                   &resp.n_names, &resp.base);
 }
 
 static void series(struct call *c, const uint8_t *body, size_t len)
@@ -443,29 +445,6 @@ static void tree_bytes(const struct fc_store_result *r, uint32_t node, struct fc
     }
 }
 
-static int hexval(char c)
-{
-    return c >= '0' && c <= '9'   ? c - '0'
-           : c >= 'a' && c <= 'f' ? c - 'a' + 10
-           : c >= 'A' && c <= 'F' ? c - 'A' + 10
-                                  : -1;
-}
-
-static bool hex_bytes(const char *s, uint8_t *out, size_t n)
-{
-    if (strlen(s) != 2 * n) {
-        return false;
-    }
-    for (size_t i = 0; i < n; i++) {
-        int hi = hexval(s[2 * i]), lo = hexval(s[2 * i + 1]);
-        if (hi < 0 || lo < 0) {
-            return false;
-        }
-        out[i] = (uint8_t)(hi << 4 | lo);
-    }
-    return true;
-}
-
 /* span_selector (16 hex) and trace_id_selector (32 hex) into the query; arena-owned. */
 static bool span_query(struct call *c, char **spans, size_t n_spans, char **traces, size_t n_traces,
                        struct fc_store_query *q)
@@ -475,7 +454,7 @@ static bool span_query(struct call *c, char **spans, size_t n_spans, char **trac
 
     for (size_t i = 0; i < n_spans; i++) {
         uint8_t b[8];
-        if (!hex_bytes(spans[i], b, 8)) {
+        if (!fc_hex_decode(spans[i], strlen(spans[i]), b, 8)) {
             fc_errorf(&c->err, FC_EPROTO, "span_selector[%zu]: a span id is 16 hex digits", i);
             return false;
         }
@@ -485,7 +464,7 @@ static bool span_query(struct call *c, char **spans, size_t n_spans, char **trac
         }
     }
     for (size_t i = 0; i < n_traces; i++) {
-        if (!hex_bytes(traces[i], tids[i], 16)) {
+        if (!fc_hex_decode(traces[i], strlen(traces[i]), tids[i], 16)) {
             fc_errorf(&c->err, FC_EPROTO, "trace_id_selector[%zu]: a trace id is 32 hex digits", i);
             return false;
         }

@@ -221,57 +221,104 @@ static void metadata_of(const char *type_id, char *name, size_t nsize, char *uni
     meta->sample_rate = strcmp(name, "cpu") == 0 ? 1000000000 : 100;
 }
 
+/*
+ * maxNodes (or max-nodes): 0 or absent = query.max_nodes, at most 1,048,576
+ * (Pyroscope's limit). Answers 400 and returns false when it is not that.
+ */
+static bool max_nodes_of(struct store_exporter *x, const struct fc_http_request *req,
+                         struct fc_http_response *resp, int64_t *out)
+{
+    const char *s = fc_http_query(req, "maxNodes");
+    char *end;
+
+    *out = x->cfg->query.max_nodes;
+    s = s ? s : fc_http_query(req, "max-nodes");
+    if (s == NULL) {
+        return true;
+    }
+    *out = strtoll(s, &end, 10);
+    if (*end != '\0' || *out < 0 || *out > 1048576) {
+        json_error(resp, 400, "maxNodes must be an integer between 0 and 1048576");
+        return false;
+    }
+    *out = *out ? *out : x->cfg->query.max_nodes;
+    return true;
+}
+
+/*
+ * Merges the selection q into res and counts it (nodes merged added to
+ * *merged). Answers 400/500 and returns false when the store refuses.
+ */
+static bool select_merge(struct store_exporter *x, const struct query *q,
+                         struct fc_store_result *res, uint32_t *merged,
+                         struct fc_http_response *resp)
+{
+    struct fc_store_query sq = {q->tenant, &q->sel, q->from_ns, q->until_ns, false};
+    struct fc_store_stats stats;
+    struct fc_error err = {0};
+
+    if (fc_store_select_merge(x->store, &sq, res, &stats, &err) != FC_OK) {
+        json_error(resp, err.code == FC_EPROTO ? 400 : 500, err.msg);
+        return false;
+    }
+    fc_metric_add(x->nodes_merged, stats.nodes_merged);
+    fc_metric_set(x->corrupt, (int64_t)fc_store_corrupt_windows(x->store));
+    *merged += stats.nodes_merged;
+    return true;
+}
+
+/* One answered query: the counter and the X-Flamecol-Nodes-Merged header. */
+static void count_query(struct store_exporter *x, uint32_t merged, struct fc_http_response *resp)
+{
+    char text[32];
+
+    fc_metric_add(x->queries, 1);
+    snprintf(text, sizeof(text), "%u", merged);
+    fc_http_response_header(resp, "X-Flamecol-Nodes-Merged", text);
+}
+
+/* The `query` selection of a request, merged and counted; false once answered with an error. */
+static bool merged_query(struct store_exporter *x, const struct fc_http_request *req,
+                         struct fc_http_response *resp, struct query *q,
+                         struct fc_store_result *res)
+{
+    struct fc_error err = {0};
+    uint32_t merged = 0;
+
+    if (parse_query(x, req, "query", q, &err) != FC_OK) {
+        json_error(resp, 400, err.msg);
+        return false;
+    }
+    if (!select_merge(x, q, res, &merged, resp)) {
+        fc_selector_release(&q->sel);
+        return false;
+    }
+    count_query(x, merged, resp);
+    return true;
+}
+
 static void on_render(void *ctx, const struct fc_http_request *req, struct fc_http_response *resp)
 {
     struct store_exporter *x = ctx;
     const char *format = fc_http_query(req, "format");
-    const char *max_nodes_s = fc_http_query(req, "maxNodes");
     struct fc_error err = {0};
     struct query q;
-    struct fc_store_query sq = {0};
+    struct fc_store_query sq;
     struct fc_store_result res;
-    struct fc_store_stats stats;
-    int64_t max_nodes = x->cfg->query.max_nodes;
-    char merged[32];
+    int64_t max_nodes;
 
-    if (max_nodes_s == NULL) {
-        max_nodes_s = fc_http_query(req, "max-nodes");
-    }
-    if (max_nodes_s != NULL) {
-        char *end;
-        max_nodes = strtoll(max_nodes_s, &end, 10);
-        if (*end != '\0' || max_nodes < 0 || max_nodes > 1048576) {
-            json_error(resp, 400, "maxNodes must be an integer between 0 and 1048576");
-            return;
-        }
-        if (max_nodes == 0) {
-            max_nodes = x->cfg->query.max_nodes;
-        }
+    if (!max_nodes_of(x, req, resp, &max_nodes)) {
+        return;
     }
     if (format != NULL && strcmp(format, "json") != 0 && strcmp(format, "folded") != 0 &&
         strcmp(format, "pprof") != 0) {
         json_error(resp, 400, "format must be json, folded or pprof");
         return;
     }
-    if (parse_query(x, req, "query", &q, &err) != FC_OK) {
-        json_error(resp, 400, err.msg);
+    if (!merged_query(x, req, resp, &q, &res)) {
         return;
     }
-    sq.tenant = q.tenant;
-    sq.selector = &q.sel;
-    sq.from_ns = q.from_ns;
-    sq.until_ns = q.until_ns;
-    sq.level0_only = false;
-    if (fc_store_select_merge(x->store, &sq, &res, &stats, &err) != FC_OK) {
-        json_error(resp, err.code == FC_EPROTO ? 400 : 500, err.msg);
-        fc_selector_release(&q.sel);
-        return;
-    }
-    fc_metric_add(x->nodes_merged, stats.nodes_merged);
-    fc_metric_add(x->queries, 1);
-    fc_metric_set(x->corrupt, (int64_t)fc_store_corrupt_windows(x->store));
-    snprintf(merged, sizeof(merged), "%u", stats.nodes_merged);
-    fc_http_response_header(resp, "X-Flamecol-Nodes-Merged", merged);
+    sq = (struct fc_store_query){q.tenant, &q.sel, q.from_ns, q.until_ns, false};
     if (format != NULL && strcmp(format, "folded") == 0) {
         struct fc_buf path;
         fc_buf_init(&path, 0);
@@ -459,36 +506,17 @@ static void on_findings(void *ctx, const struct fc_http_request *req, struct fc_
 {
     struct store_exporter *x = ctx;
     const char *top_s = fc_http_query(req, "top");
-    struct fc_error err = {0};
     struct query q;
-    struct fc_store_query sq = {0};
     struct fc_store_result res;
-    struct fc_store_stats stats;
     long top = top_s ? strtol(top_s, NULL, 10) : 10;
-    char merged[32];
 
     if (top <= 0 || top > 10000) {
         json_error(resp, 400, "top must be between 1 and 10000");
         return;
     }
-    if (parse_query(x, req, "query", &q, &err) != FC_OK) {
-        json_error(resp, 400, err.msg);
+    if (!merged_query(x, req, resp, &q, &res)) {
         return;
     }
-    sq.tenant = q.tenant;
-    sq.selector = &q.sel;
-    sq.from_ns = q.from_ns;
-    sq.until_ns = q.until_ns;
-    sq.level0_only = false;
-    if (fc_store_select_merge(x->store, &sq, &res, &stats, &err) != FC_OK) {
-        json_error(resp, err.code == FC_EPROTO ? 400 : 500, err.msg);
-        fc_selector_release(&q.sel);
-        return;
-    }
-    fc_metric_add(x->nodes_merged, stats.nodes_merged);
-    fc_metric_add(x->queries, 1);
-    snprintf(merged, sizeof(merged), "%u", stats.nodes_merged);
-    fc_http_response_header(resp, "X-Flamecol-Nodes-Merged", merged);
     resp->content_type = "application/json";
     findings_json(&res, (size_t)top, q.sel.profile_type, &resp->body);
     fc_store_result_release(&res);
@@ -499,26 +527,17 @@ static void on_render_diff(void *ctx, const struct fc_http_request *req,
                            struct fc_http_response *resp)
 {
     struct store_exporter *x = ctx;
-    const char *max_nodes_s = fc_http_query(req, "maxNodes");
     struct fc_error err = {0};
     struct query left, right;
-    struct fc_store_query sl, sr;
     struct fc_store_result rl, rr;
-    struct fc_store_stats stats;
     struct fc_flamegraph_diff diff;
     struct fc_flamebearer_meta meta = {0};
-    char name[64], units[64], merged[32];
-    long max_nodes = x->cfg->query.max_nodes;
+    char name[64], units[64];
+    int64_t max_nodes;
+    uint32_t merged = 0;
 
-    if (max_nodes_s == NULL) {
-        max_nodes_s = fc_http_query(req, "max-nodes");
-    }
-    if (max_nodes_s != NULL) {
-        max_nodes = strtol(max_nodes_s, NULL, 10);
-        if (max_nodes <= 0 || max_nodes > 1048576) {
-            json_error(resp, 400, "maxNodes must be an integer between 1 and 1048576");
-            return;
-        }
+    if (!max_nodes_of(x, req, resp, &max_nodes)) {
+        return;
     }
     if (parse_query_named(x, req, "leftQuery", "leftFrom", "leftUntil", &left, &err) != FC_OK) {
         json_error(resp, 400, err.msg);
@@ -533,22 +552,14 @@ static void on_render_diff(void *ctx, const struct fc_http_request *req,
         json_error(resp, 400, "profile types must match");
         goto out;
     }
-    sl = (struct fc_store_query){left.tenant, &left.sel, left.from_ns, left.until_ns, false};
-    sr = (struct fc_store_query){right.tenant, &right.sel, right.from_ns, right.until_ns, false};
-    if (fc_store_select_merge(x->store, &sl, &rl, &stats, &err) != FC_OK) {
-        json_error(resp, 500, err.msg);
+    if (!select_merge(x, &left, &rl, &merged, resp)) {
         goto out;
     }
-    fc_metric_add(x->nodes_merged, stats.nodes_merged);
-    if (fc_store_select_merge(x->store, &sr, &rr, &stats, &err) != FC_OK) {
+    if (!select_merge(x, &right, &rr, &merged, resp)) {
         fc_store_result_release(&rl);
-        json_error(resp, 500, err.msg);
         goto out;
     }
-    fc_metric_add(x->nodes_merged, stats.nodes_merged);
-    fc_metric_add(x->queries, 1);
-    snprintf(merged, sizeof(merged), "%u", stats.nodes_merged);
-    fc_http_response_header(resp, "X-Flamecol-Nodes-Merged", merged);
+    count_query(x, merged, resp); /* both sides' windows */
     fc_flamegraph_diff_build(&rl.tree, rl.names, &rr.tree, rr.names, (uint32_t)max_nodes, &diff);
     metadata_of(left.sel.profile_type, name, sizeof(name), units, sizeof(units), &meta);
     resp->content_type = "application/json";
