@@ -5,26 +5,13 @@
 //   node bench/ui_draw.js [build/flamecol]
 // Needs Debian's chromium and tests/ui/node_modules (scripts/setup installs both).
 'use strict';
-const { spawn } = require('node:child_process');
-const fs = require('node:fs');
-const net = require('node:net');
-const os = require('node:os');
 const path = require('node:path');
+const { startCollector } = require(path.join(__dirname, '..', 'tests', 'ui', 'collector.js'));
 const { chromium } = require(path.join(__dirname, '..', 'tests', 'ui', 'node_modules', 'playwright-core'));
 
 const BIN = process.argv[2] || 'build/flamecol';
 const CPU = 'process_cpu:cpu:nanoseconds:cpu:nanoseconds';
 const RUNS = 5;
-
-function freePort() {
-  return new Promise((resolve) => {
-    const s = net.createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 // Folded stacks for a tree with the given fan-out per level: prod(fanout) leaves.
 function folded(fanout) {
@@ -73,23 +60,10 @@ async function measure(browser, url) {
 }
 
 async function main() {
-  const port = await freePort();
-  const metrics = await freePort();
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'flamecol-uibench-'));
-  const template = fs.readFileSync(path.join(__dirname, '..', 'tests', 'integration', 'store_pipeline.yaml'), 'utf8');
-  const config = path.join(dir, 'config.yaml');
-  fs.writeFileSync(config, template.replace(/\{port\}/g, port).replace(/\{metrics\}/g, metrics)
-    .replace(/\{dir\}/g, dir).replace('{sync}', 'batch').replace('{retention}', '0'));
-  const child = spawn(BIN, ['--config', config], { stdio: 'ignore' });
-  const base = `http://127.0.0.1:${port}`;
+  const collector = await startCollector(BIN);
+  const base = collector.base;
   let browser;
   try {
-    for (let i = 0; i < 200; i++) {
-      try {
-        if ((await fetch(`http://127.0.0.1:${metrics}/ready`)).ok) break;
-      } catch (e) { /* not yet */ }
-      await new Promise((r) => setTimeout(r, 50));
-    }
     const now = Math.floor(Date.now() / 1000);
     // ~20,000 nodes: 1 + 10 + 100 + 1,000 + 20,000 (plus main and total)
     for (const [name, fanout] of [['big', [10, 10, 10, 20]], ['small', [4, 5, 9]]]) {
@@ -107,8 +81,7 @@ async function main() {
     console.log(`big / small: first draw ${(big.first / small.first).toFixed(1)}x, draw ${(big.draw / small.draw).toFixed(1)}x, redraw after focus ${(big.focus / small.focus).toFixed(1)}x`);
   } finally {
     if (browser) await browser.close();
-    child.kill('SIGTERM');
-    fs.rmSync(dir, { recursive: true, force: true });
+    collector.stop();
   }
 }
 

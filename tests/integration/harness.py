@@ -224,3 +224,15 @@ def debug_profiles(text):
 
 def gunzip(data):
     return gzip.decompress(data)
+
+
+def pb_varint(data, i):
+    """The protobuf varint at data[i:], and the index after it."""
+    v, shift = 0, 0
+    while True:
+        b = data[i]
+        i += 1
+        v |= (b & 0x7F) << shift
+        shift += 7
+        if not b & 0x80:
+            return v, i

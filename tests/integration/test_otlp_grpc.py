@@ -7,7 +7,7 @@ import unittest
 
 import grpc
 
-from harness import Collector, convert, corpus_files, debug_profiles, free_port, parse_top
+from harness import Collector, convert, corpus_files, debug_profiles, free_port, parse_top, pb_varint
 
 METHOD = "/opentelemetry.proto.collector.profiles.v1development.ProfilesService/Export"
 
@@ -35,29 +35,19 @@ service:
 """
 
 
-def varint(data, i):
-    v, shift = 0, 0
-    while True:
-        b = data[i]; i += 1
-        v |= (b & 0x7F) << shift
-        shift += 7
-        if not b & 0x80:
-            return v, i
-
-
 def partial_success(resp):
     """ExportProfilesServiceResponse.partial_success -> (rejected, message) or None."""
     if not resp:
         return None
     assert resp[0] == 0x0A
-    n, i = varint(resp, 1)
+    n, i = pb_varint(resp, 1)
     inner, rejected, msg, j = resp[i:i + n], 0, "", 0
     while j < len(inner):
         tag = inner[j]; j += 1
         if tag == 0x08:
-            rejected, j = varint(inner, j)
+            rejected, j = pb_varint(inner, j)
         elif tag == 0x12:
-            m, j = varint(inner, j)
+            m, j = pb_varint(inner, j)
             msg = inner[j:j + m].decode(); j += m
     return rejected, msg
 

@@ -12,7 +12,7 @@ import time
 import unittest
 import urllib.parse
 
-from harness import BIN, CORPUS, STORE_PIPELINE, Collector, corpus_files, http, multipart, parse_top, read_corpus
+from harness import BIN, CORPUS, STORE_PIPELINE, Collector, pb_varint, corpus_files, http, multipart, parse_top, read_corpus
 
 
 
@@ -261,21 +261,9 @@ def pb_read(data):
     """{field: [values]} of one protobuf message (varints and bytes)."""
     fields, i = {}, 0
     while i < len(data):
-        key, shift = 0, 0
-        while True:
-            b = data[i]; i += 1
-            key |= (b & 0x7F) << shift
-            shift += 7
-            if not b & 0x80:
-                break
+        key, i = pb_varint(data, i)
         num, wire = key >> 3, key & 7
-        v, shift = 0, 0
-        while True:
-            b = data[i]; i += 1
-            v |= (b & 0x7F) << shift
-            shift += 7
-            if not b & 0x80:
-                break
+        v, i = pb_varint(data, i)
         if wire == 2:
             fields.setdefault(num, []).append(data[i:i + v]); i += v
         else:

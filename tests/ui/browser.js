@@ -5,39 +5,16 @@
 //   FLAMECOL_BIN=build/flamecol FLAMECOL_CORPUS=tests/corpus node tests/ui/browser.js
 'use strict';
 const assert = require('node:assert/strict');
-const { spawn } = require('node:child_process');
 const fs = require('node:fs');
-const net = require('node:net');
-const os = require('node:os');
 const path = require('node:path');
 const Flame = require('../../ui/flame.js');
+const { startCollector } = require('./collector.js');
 
 const BIN = process.env.FLAMECOL_BIN || 'build/flamecol';
 const CORPUS = process.env.FLAMECOL_CORPUS || 'tests/corpus';
 const ARTIFACTS = process.env.FC_UI_ARTIFACTS || 'build/ui-artifacts';
 const CHROMIUM = process.env.FC_CHROMIUM || '/usr/bin/chromium';
 const CPU = 'process_cpu:cpu:nanoseconds:cpu:nanoseconds';
-
-function freePort() {
-  return new Promise((resolve) => {
-    const s = net.createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-  });
-}
-
-async function waitReady(url, child, log) {
-  for (let i = 0; i < 200; i++) {
-    if (child.exitCode !== null) throw new Error('flamecol exited: ' + log());
-    try {
-      if ((await fetch(url)).ok) return;
-    } catch (e) { /* not listening yet */ }
-    await new Promise((r) => setTimeout(r, 50)); // polling for readiness, not a fixed wait
-  }
-  throw new Error('flamecol not ready: ' + log());
-}
 
 // The top flat function of a corpus profile, from its reference `pprof -top`.
 function topFunction(name) {
@@ -48,22 +25,10 @@ function topFunction(name) {
 
 async function main() {
   const { chromium } = require('playwright-core');
-  const port = await freePort();
-  const metrics = await freePort();
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'flamecol-ui-'));
-  fs.mkdirSync(ARTIFACTS, { recursive: true });
-  const config = path.join(dir, 'config.yaml');
-  const template = fs.readFileSync(path.join(__dirname, '..', 'integration', 'store_pipeline.yaml'), 'utf8');
-  fs.writeFileSync(config, template.replace(/\{port\}/g, port).replace(/\{metrics\}/g, metrics)
-    .replace(/\{dir\}/g, dir).replace('{sync}', 'batch').replace('{retention}', '0'));
-  let out = '';
-  const child = spawn(BIN, ['--config', config], { stdio: ['ignore', 'pipe', 'pipe'] });
-  child.stdout.on('data', (d) => { out += d; });
-  child.stderr.on('data', (d) => { out += d; });
-  const base = `http://127.0.0.1:${port}`;
+  const collector = await startCollector(BIN);
+  const base = collector.base;
   let browser;
   try {
-    await waitReady(`http://127.0.0.1:${metrics}/ready`, child, () => out);
     const body = fs.readFileSync(path.join(CORPUS, 'go-1s-cpu.pb.gz'));
     const push = await fetch(`${base}/ingest?name=shop`, {
       method: 'POST', body, headers: { 'Content-Type': 'application/octet-stream' },
@@ -240,8 +205,7 @@ async function main() {
     console.log('ok: browser test passed; screenshots in ' + ARTIFACTS);
   } finally {
     if (browser) await browser.close();
-    child.kill('SIGTERM');
-    fs.rmSync(dir, { recursive: true, force: true });
+    collector.stop();
   }
 }
 
