@@ -569,6 +569,25 @@ int fc_batch_set_tenant(struct fc_batch *b, const char *tenant)
     return FC_OK;
 }
 
+int fc_tenant_check(const char *id, size_t len, struct fc_error *err)
+{
+    bool ok = len > 0 && len <= 150 && !(len == 1 && id[0] == '.') &&
+              !(len == 2 && id[0] == '.' && id[1] == '.');
+
+    for (size_t i = 0; ok && i < len; i++) {
+        char c = id[i];
+        ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+             (c != '\0' && strchr("!-_.*'()", c) != NULL);
+    }
+    if (ok) {
+        return FC_OK;
+    }
+    return fc_errorf(err, FC_EPROTO,
+                     "tenant id \"%.*s%s\" is not valid (1-150 characters of "
+                     "A-Z a-z 0-9 ! - _ . * ' ( ))",
+                     (int)(len > 64 ? 64 : len), id, len > 64 ? "..." : "");
+}
+
 const struct fc_attr *fc_attrs_find(const struct fc_batch *b, struct fc_span attrs, const char *key)
 {
     for (uint32_t i = 0; i < attrs.n; i++) {

@@ -229,6 +229,12 @@ void fc_batch_unref(struct fc_batch *b);
 /* A deep copy with its own arena, for a pipeline that must change a batch it shares. */
 int fc_batch_clone(const struct fc_batch *src, struct fc_batch **out, struct fc_error *err);
 int fc_batch_set_tenant(struct fc_batch *b, const char *tenant);
+/*
+ * Checks a tenant id from outside (X-Scope-OrgID header or gRPC metadata):
+ * 1-150 characters of A-Z a-z 0-9 ! - _ . * ' ( ), not "." or "..", as
+ * Cortex and Pyroscope accept. Every transport calls this one check.
+ */
+int fc_tenant_check(const char *id, size_t len, struct fc_error *err);
 
 /* Interning: each returns the index of an equal row, adding one if needed. */
 int fc_dict_string(struct fc_batch *b, const char *s, size_t len, uint32_t *out);

@@ -99,39 +99,80 @@ int fc_buf_printf(struct fc_buf *b, const char *fmt, ...)
     return FC_OK;
 }
 
+/* Length of the valid UTF-8 sequence at s (RFC 3629: no overlongs, no
+ * surrogates, nothing past U+10FFFF), or 0 when the bytes are not one. */
+static size_t utf8_seq_len(const unsigned char *s, size_t n)
+{
+    unsigned char c = s[0];
+    size_t len;
+    unsigned char lo = 0x80, hi = 0xBF; /* allowed range of the second byte */
+
+    if (c < 0x80) {
+        return 1;
+    }
+    if (c >= 0xC2 && c <= 0xDF) {
+        len = 2;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+        len = 3;
+        lo = c == 0xE0 ? 0xA0 : 0x80; /* overlong */
+        hi = c == 0xED ? 0x9F : 0xBF; /* surrogates */
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        len = 4;
+        lo = c == 0xF0 ? 0x90 : 0x80; /* overlong */
+        hi = c == 0xF4 ? 0x8F : 0xBF; /* past U+10FFFF */
+    } else {
+        return 0;
+    }
+    if (n < len || s[1] < lo || s[1] > hi) {
+        return 0;
+    }
+    for (size_t i = 2; i < len; i++) {
+        if (s[i] < 0x80 || s[i] > 0xBF) {
+            return 0;
+        }
+    }
+    return len;
+}
+
 int fc_buf_json_escape(struct fc_buf *b, const char *s, size_t n)
 {
     static const char hex[] = "0123456789abcdef";
+    const unsigned char *u = (const unsigned char *)s;
+    size_t run = 0; /* start of the bytes not yet copied */
+    size_t i = 0;
     int rc = FC_OK;
 
-    for (size_t i = 0; i < n && rc == FC_OK; i++) {
-        unsigned char c = (unsigned char)s[i];
-        switch (c) {
-        case '"':
-            rc = fc_buf_append(b, "\\\"", 2);
-            break;
-        case '\\':
-            rc = fc_buf_append(b, "\\\\", 2);
-            break;
-        case '\n':
-            rc = fc_buf_append(b, "\\n", 2);
-            break;
-        case '\r':
-            rc = fc_buf_append(b, "\\r", 2);
-            break;
-        case '\t':
-            rc = fc_buf_append(b, "\\t", 2);
-            break;
-        default:
-            if (c < 0x20) {
-                char esc[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
-                rc = fc_buf_append(b, esc, sizeof(esc));
-            } else {
-                rc = fc_buf_append(b, &s[i], 1);
-            }
-        }
+    if (n == 0) {
+        return FC_OK;
     }
-    return rc;
+    while (i < n && rc == FC_OK) {
+        unsigned char c = u[i];
+        size_t len = c < 0x80 ? 1 : utf8_seq_len(u + i, n - i);
+        char esc[6] = {'\\', 0, 0, 0, 0, 0};
+        size_t esc_len = 2;
+
+        if (c == '"' || c == '\\') {
+            esc[1] = (char)c;
+        } else if (c == '\n' || c == '\r' || c == '\t') {
+            esc[1] = c == '\n' ? 'n' : c == '\r' ? 'r' : 't';
+        } else if (c < 0x20) {
+            memcpy(esc + 1, "u00", 3);
+            esc[4] = hex[c >> 4];
+            esc[5] = hex[c & 15];
+            esc_len = 6;
+        } else if (len == 0) {
+            /* Invalid bytes become U+FFFD one by one, as Go's encoding/json does. */
+            memcpy(esc, "\xEF\xBF\xBD", 3);
+            esc_len = 3;
+        } else {
+            i += len;
+            continue;
+        }
+        rc = fc_buf_append(b, s + run, i - run);
+        rc = rc ? rc : fc_buf_append(b, esc, esc_len);
+        run = ++i;
+    }
+    return rc ? rc : fc_buf_append(b, s + run, i - run);
 }
 
 uint8_t *fc_buf_detach(struct fc_buf *b, size_t *len)

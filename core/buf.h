@@ -24,7 +24,8 @@ int fc_buf_reserve(struct fc_buf *b, size_t extra);
 int fc_buf_append(struct fc_buf *b, const void *p, size_t n);
 int fc_buf_puts(struct fc_buf *b, const char *s);
 int fc_buf_printf(struct fc_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Appends s with JSON string escaping, without the quotes. */
+/* Appends s with JSON string escaping, without the quotes; bytes that are not
+ * valid UTF-8 become U+FFFD, so the answer is valid JSON for strict parsers. */
 int fc_buf_json_escape(struct fc_buf *b, const char *s, size_t n);
 /* Decodes exactly 2*n hex digits (either case) of s[0..len) into out; false otherwise. */
 bool fc_hex_decode(const char *s, size_t len, uint8_t *out, size_t n);

@@ -1,10 +1,15 @@
 #include "core/http_server.h"
 
+#include "core/batch.h"
 #include "core/log.h"
 #include "core/mem.h"
+#include "core/metrics.h"
 #include "core/timeutil.h"
+#include "core/workpool.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <pthread.h>
@@ -13,8 +18,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+/* How often connections are checked against their header/body deadlines. */
+#define SWEEP_INTERVAL_NS (200 * FC_NS_PER_MS)
 
 struct route {
     char *method; /* NULL = any */
@@ -26,27 +35,58 @@ struct route {
     char *owner;
 };
 
+/*
+ * Per connection, from accept to close: the deadline by which the client
+ * must have sent what it owes (headers, then the body). 0 = none (a request
+ * is being handled or answered: not the client's time).
+ */
+struct conn_state {
+    struct fc_http_server *srv;
+    int fd;
+    struct sockaddr_storage addr;
+    socklen_t addr_len;
+    int64_t deadline_ns; /* CLOCK_MONOTONIC */
+    bool in_body;        /* which deadline: headers or body */
+    bool cut;            /* shut down by the sweeper or a cap; counted once */
+    struct conn_state *prev, *next;
+};
+
 struct fc_http_server {
     struct fc_http_registry *reg;
     char *endpoint;
     struct route *routes;
     size_t n_routes;
     struct MHD_Daemon *daemon;
-    _Atomic int in_flight;
+    int listen_fd;
+    struct fc_workpool *pool;
+    pthread_mutex_t conns_lock;
+    struct conn_state *conns; /* open connections */
+    _Atomic int64_t *cut_header, *cut_body, *cut_client_cap;
     struct fc_http_server *next;
 };
 
 struct fc_http_registry {
     struct fc_http_options opts;
     struct fc_http_server *servers;
+    pthread_t sweeper;
+    bool sweeper_running;
+    pthread_mutex_t lock;
+    pthread_cond_t stop;
+    bool stopping;
 };
 
 /* Per-request state, from the first callback until MHD reports completion. */
 struct request_state {
+    struct fc_work work; /* first: the worker gets back to the state from it */
     struct fc_http_server *srv;
+    struct MHD_Connection *conn;
     const struct route *route;
+    char *method, *url;
     struct fc_buf body;
-    int early_status; /* 413 / 404 / 405 decided before the body arrived */
+    int early_status; /* 413 / 404 / 405 / 429 decided before the body arrived */
+    bool admitted;    /* holds a slot of the listener's workpool */
+    bool answered;    /* resp is ready (the worker ran the handler) */
+    struct fc_http_response resp;
 };
 
 int fc_parse_endpoint(const char *endpoint, char *host, size_t host_size, uint16_t *port,
@@ -104,10 +144,54 @@ struct fc_http_registry *fc_http_registry_new(const struct fc_http_options *opts
     if (reg->opts.read_timeout_ns <= 0) {
         reg->opts.read_timeout_ns = 30 * FC_NS_PER_SEC;
     }
-    if (reg->opts.max_connections == 0) {
-        reg->opts.max_connections = 1024;
+    if (reg->opts.header_timeout_ns <= 0) {
+        reg->opts.header_timeout_ns = 10 * FC_NS_PER_SEC;
     }
+    if (reg->opts.body_timeout_ns <= 0) {
+        reg->opts.body_timeout_ns = 60 * FC_NS_PER_SEC;
+    }
+    if (reg->opts.max_connections == 0) {
+        reg->opts.max_connections = 4096;
+    }
+    if (reg->opts.max_connections_per_client == 0 ||
+        reg->opts.max_connections_per_client > reg->opts.max_connections) {
+        reg->opts.max_connections_per_client = reg->opts.max_connections;
+    }
+    if (reg->opts.max_in_flight == 0) {
+        reg->opts.max_in_flight = 64;
+    }
+    pthread_mutex_init(&reg->lock, NULL);
+    pthread_cond_init(&reg->stop, NULL);
     return reg;
+}
+
+/*
+ * Every connection is a descriptor: lift the soft RLIMIT_NOFILE to the hard
+ * one (as Go does at start), and say so when max_connections cannot fit.
+ */
+static void raise_fd_limit(const struct fc_http_registry *reg)
+{
+    struct rlimit rl;
+    unsigned n = 0;
+
+    for (const struct fc_http_server *s = reg->servers; s != NULL; s = s->next) {
+        n++;
+    }
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0) {
+        return;
+    }
+    if (rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+        getrlimit(RLIMIT_NOFILE, &rl);
+    }
+    if (rl.rlim_cur != RLIM_INFINITY &&
+        (uint64_t)n * reg->opts.max_connections + 256 > (uint64_t)rl.rlim_cur) {
+        fc_log_warn("http",
+                    "%u listeners x max_connections %u need more descriptors than "
+                    "RLIMIT_NOFILE (%llu): connections past it are refused by the kernel",
+                    n, reg->opts.max_connections, (unsigned long long)rl.rlim_cur);
+    }
 }
 
 static void server_free(struct fc_http_server *s)
@@ -119,6 +203,7 @@ static void server_free(struct fc_http_server *s)
     }
     free(s->routes);
     free(s->endpoint);
+    pthread_mutex_destroy(&s->conns_lock);
     free(s);
 }
 
@@ -133,6 +218,8 @@ void fc_http_registry_free(struct fc_http_registry *reg)
         server_free(s);
         s = next;
     }
+    pthread_mutex_destroy(&reg->lock);
+    pthread_cond_destroy(&reg->stop);
     free(reg);
 }
 
@@ -169,7 +256,8 @@ struct fc_http_server *fc_http_server_get(struct fc_http_registry *reg, const ch
     s = fc_xcalloc(1, sizeof(*s));
     s->reg = reg;
     s->endpoint = canon;
-    atomic_init(&s->in_flight, 0);
+    s->listen_fd = -1;
+    pthread_mutex_init(&s->conns_lock, NULL);
     s->next = reg->servers;
     reg->servers = s;
     return s;
@@ -215,29 +303,16 @@ const char *fc_http_query(const struct fc_http_request *req, const char *name)
 int fc_http_tenant(const struct fc_http_request *req, const char **tenant, struct fc_error *err)
 {
     const char *org = fc_http_header(req, "X-Scope-OrgID");
-    size_t n;
 
     *tenant = "anonymous";
     if (org == NULL) {
         return FC_OK;
     }
-    n = strlen(org);
-    if (n == 0 || n > 150 || strcmp(org, ".") == 0 || strcmp(org, "..") == 0) {
-        goto bad;
-    }
-    for (const char *p = org; *p; p++) {
-        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
-              strchr("!-_.*'()", *p) != NULL)) {
-            goto bad;
-        }
+    if (fc_tenant_check(org, strlen(org), err) != FC_OK) {
+        return fc_error_wrap(err, "X-Scope-OrgID");
     }
     *tenant = org;
     return FC_OK;
-bad:
-    return fc_errorf(err, FC_EPROTO,
-                     "X-Scope-OrgID \"%.64s\" is not a valid tenant id (1-150 characters of "
-                     "A-Z a-z 0-9 ! - _ . * ' ( ))",
-                     org);
 }
 
 void fc_http_response_header(struct fc_http_response *resp, const char *name, const char *value)
@@ -332,6 +407,215 @@ static enum MHD_Result send_text(struct MHD_Connection *conn, int status, const 
     return send_response(conn, &resp);
 }
 
+/* ---- connections: deadlines and the per-client cap ----------------------------------------- */
+
+static int64_t header_deadline(const struct fc_http_server *s, int64_t after_idle_ns)
+{
+    return fc_now_mono_ns() + after_idle_ns + s->reg->opts.header_timeout_ns;
+}
+
+static bool same_address(const struct conn_state *a, const struct conn_state *b)
+{
+    const struct sockaddr *x = (const struct sockaddr *)&a->addr;
+    const struct sockaddr *y = (const struct sockaddr *)&b->addr;
+
+    if (x->sa_family != y->sa_family) {
+        return false;
+    }
+    if (x->sa_family == AF_INET) {
+        return ((const struct sockaddr_in *)x)->sin_addr.s_addr ==
+               ((const struct sockaddr_in *)y)->sin_addr.s_addr;
+    }
+    if (x->sa_family == AF_INET6) {
+        return memcmp(&((const struct sockaddr_in6 *)x)->sin6_addr,
+                      &((const struct sockaddr_in6 *)y)->sin6_addr, sizeof(struct in6_addr)) == 0;
+    }
+    return false;
+}
+
+/* Closes the connection under MHD's feet: its next read sees EOF. Caller holds conns_lock. */
+static void cut_connection(struct conn_state *c, _Atomic int64_t *counter)
+{
+    if (!c->cut) {
+        c->cut = true;
+        shutdown(c->fd, SHUT_RDWR);
+        fc_metric_add(counter, 1);
+    }
+}
+
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code)
+{
+    struct fc_http_server *s = cls;
+    struct conn_state *c = *socket_context;
+
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *fd =
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        const union MHD_ConnectionInfo *ad =
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        unsigned same = 0;
+
+        c = fc_xcalloc(1, sizeof(*c));
+        c->srv = s;
+        c->fd = fd != NULL ? fd->connect_fd : -1;
+        if (ad != NULL && ad->client_addr != NULL) {
+            c->addr_len = ad->client_addr->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+                                                                 : sizeof(struct sockaddr_in);
+            memcpy(&c->addr, ad->client_addr, c->addr_len);
+        }
+        c->deadline_ns = header_deadline(s, 0);
+        pthread_mutex_lock(&s->conns_lock);
+        for (struct conn_state *o = s->conns; o != NULL; o = o->next) {
+            same += !o->cut && same_address(o, c);
+        }
+        c->next = s->conns;
+        if (s->conns != NULL) {
+            s->conns->prev = c;
+        }
+        s->conns = c;
+        if (same >= s->reg->opts.max_connections_per_client) {
+            cut_connection(c, s->cut_client_cap);
+        }
+        pthread_mutex_unlock(&s->conns_lock);
+        *socket_context = c;
+        return;
+    }
+    if (c == NULL) {
+        return;
+    }
+    /* MHD_CONNECTION_NOTIFY_CLOSED: the descriptor is still open, so the sweeper may not
+     * shut it down once this returns. */
+    pthread_mutex_lock(&s->conns_lock);
+    if (c->prev != NULL) {
+        c->prev->next = c->next;
+    } else {
+        s->conns = c->next;
+    }
+    if (c->next != NULL) {
+        c->next->prev = c->prev;
+    }
+    pthread_mutex_unlock(&s->conns_lock);
+    free(c);
+    *socket_context = NULL;
+}
+
+static struct conn_state *conn_of(struct MHD_Connection *conn)
+{
+    const union MHD_ConnectionInfo *i =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+
+    return i != NULL ? i->socket_context : NULL;
+}
+
+static void set_deadline(struct fc_http_server *s, struct MHD_Connection *conn, int64_t deadline,
+                         bool in_body)
+{
+    struct conn_state *c = conn_of(conn);
+
+    if (c != NULL) {
+        pthread_mutex_lock(&s->conns_lock);
+        c->deadline_ns = deadline;
+        c->in_body = in_body;
+        pthread_mutex_unlock(&s->conns_lock);
+    }
+}
+
+/* One thread for all listeners: cuts connections whose client is late. */
+static void *sweeper(void *arg)
+{
+    struct fc_http_registry *reg = arg;
+
+    pthread_mutex_lock(&reg->lock);
+    while (!reg->stopping) {
+        struct timespec until;
+        int64_t now = fc_now_mono_ns();
+
+        pthread_mutex_unlock(&reg->lock);
+        for (struct fc_http_server *s = reg->servers; s != NULL; s = s->next) {
+            pthread_mutex_lock(&s->conns_lock);
+            for (struct conn_state *c = s->conns; c != NULL; c = c->next) {
+                if (c->deadline_ns != 0 && now > c->deadline_ns) {
+                    cut_connection(c, c->in_body ? s->cut_body : s->cut_header);
+                }
+            }
+            pthread_mutex_unlock(&s->conns_lock);
+        }
+        pthread_mutex_lock(&reg->lock);
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_nsec += SWEEP_INTERVAL_NS;
+        if (until.tv_nsec >= FC_NS_PER_SEC) {
+            until.tv_sec++;
+            until.tv_nsec -= FC_NS_PER_SEC;
+        }
+        if (!reg->stopping) {
+            pthread_cond_timedwait(&reg->stop, &reg->lock, &until);
+        }
+    }
+    pthread_mutex_unlock(&reg->lock);
+    return NULL;
+}
+
+/* ---- requests ------------------------------------------------------------------------------ */
+
+/* On a worker: runs the handler, then hands the connection back to MHD to send the answer. */
+static void run_handler(struct fc_work *w)
+{
+    struct request_state *st = (struct request_state *)w;
+    struct fc_http_request req = {st->method, st->url, st->body.data, st->body.len, st->conn};
+
+    fc_buf_init(&st->resp.body, 0);
+    st->resp.status = 200;
+    st->route->fn(st->route->ctx, &req, &st->resp);
+    st->answered = true;
+    MHD_resume_connection(st->conn);
+}
+
+static enum MHD_Result refuse_overload(struct MHD_Connection *conn, const struct fc_http_server *s)
+{
+    struct fc_http_response resp = {0};
+    char secs[24];
+
+    fc_buf_init(&resp.body, 0);
+    fc_http_response_text(&resp, 429,
+                          "%s is handling %u requests (service.http.max_in_flight); retry later",
+                          s->endpoint, s->reg->opts.max_in_flight);
+    snprintf(secs, sizeof(secs), "%lld", FC_OVERLOAD_RETRY_AFTER_NS / FC_NS_PER_SEC);
+    fc_http_response_header(&resp, "Retry-After", secs);
+    return send_response(conn, &resp);
+}
+
+/* First callback of a request: its headers are complete. */
+static struct request_state *begin_request(struct fc_http_server *s, struct MHD_Connection *conn,
+                                           const char *url, const char *method)
+{
+    struct request_state *st = fc_xcalloc(1, sizeof(*st));
+    bool mismatch;
+    const char *cl;
+
+    st->srv = s;
+    st->conn = conn;
+    st->method = fc_xstrdup(method);
+    st->url = fc_xstrdup(url);
+    st->route = find_route(s, method, url, &mismatch);
+    set_deadline(s, conn, fc_now_mono_ns() + s->reg->opts.body_timeout_ns, true);
+    if (st->route == NULL) {
+        st->early_status = mismatch ? 405 : 404;
+        return st;
+    }
+    fc_buf_init(&st->body, st->route->max_body);
+    cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (cl != NULL && st->route->max_body > 0 &&
+        strtoull(cl, NULL, 10) > (unsigned long long)st->route->max_body) {
+        st->early_status = 413;
+    } else if (!(st->admitted = fc_workpool_admit(s->pool))) {
+        /* The body is read and dropped (bounded by body_timeout) so the client sees the
+         * answer rather than a reset. */
+        st->early_status = 429;
+    }
+    return st;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version, const char *upload_data,
                                   size_t *upload_data_size, void **con_cls)
@@ -341,24 +625,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 
     (void)version;
     if (st == NULL) {
-        bool mismatch;
-        const char *cl;
-        st = fc_xcalloc(1, sizeof(*st));
-        st->srv = s;
-        atomic_fetch_add(&s->in_flight, 1);
-        *con_cls = st;
-        st->route = find_route(s, method, url, &mismatch);
-        if (st->route == NULL) {
-            st->early_status = mismatch ? 405 : 404;
-        } else {
-            fc_buf_init(&st->body, st->route->max_body);
-            cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-            if (cl != NULL && st->route->max_body > 0 &&
-                strtoull(cl, NULL, 10) > (unsigned long long)st->route->max_body) {
-                st->early_status = 413;
-            }
-        }
+        *con_cls = begin_request(s, conn, url, method);
         return MHD_YES;
+    }
+    if (st->answered) {
+        return send_response(conn, &st->resp);
     }
     if (*upload_data_size > 0) {
         if (st->early_status == 0 &&
@@ -369,10 +640,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         *upload_data_size = 0; /* consumed (or discarded) */
         return MHD_YES;
     }
-    if (st->early_status == 404) {
+    set_deadline(s, conn, 0, false);
+    switch (st->early_status) {
+    case 0:
+        break;
+    case 404:
         return send_text(conn, 404, "not found", NULL);
-    }
-    if (st->early_status == 405) {
+    case 405: {
         const char *allow = "POST";
         for (size_t i = 0; i < s->n_routes; i++) {
             if (strcmp(s->routes[i].path, url) == 0 && s->routes[i].method != NULL) {
@@ -381,35 +655,45 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         }
         return send_text(conn, 405, "method not allowed", allow);
     }
-    if (st->early_status == 413) {
+    case 429:
+        return refuse_overload(conn, s);
+    default: {
         char msg[128];
         snprintf(msg, sizeof(msg), "request body larger than the limit of %zu bytes",
                  st->route->max_body);
         return send_text(conn, 413, msg, NULL);
     }
-    {
-        struct fc_http_request req = {method, url, st->body.data, st->body.len, conn};
-        struct fc_http_response resp = {0};
-        fc_buf_init(&resp.body, 0);
-        resp.status = 200;
-        st->route->fn(st->route->ctx, &req, &resp);
-        return send_response(conn, &resp);
     }
+    /* Suspended before the worker can resume it; MHD calls back once it is resumed. */
+    MHD_suspend_connection(conn);
+    st->work.fn = run_handler;
+    fc_workpool_run(s->pool, &st->work);
+    return MHD_YES;
 }
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
+    struct fc_http_server *s = cls;
     struct request_state *st = *con_cls;
 
-    (void)cls;
-    (void)conn;
     (void)toe;
     if (st == NULL) {
         return;
     }
+    /* Keep-alive: the next request's headers are due within the idle time plus header_timeout. */
+    set_deadline(s, conn, header_deadline(s, s->reg->opts.read_timeout_ns), false);
     fc_buf_release(&st->body);
-    atomic_fetch_sub(&st->srv->in_flight, 1);
+    fc_buf_release(&st->resp.body);
+    for (int i = 0; i < st->resp.n_headers; i++) {
+        free(st->resp.headers[i][0]);
+        free(st->resp.headers[i][1]);
+    }
+    if (st->admitted) {
+        fc_workpool_release(s->pool);
+    }
+    free(st->method);
+    free(st->url);
     free(st);
     *con_cls = NULL;
 }
@@ -428,20 +712,18 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
     fc_log_debug("http", "%s", msg);
 }
 
-static int start_server(struct fc_http_registry *reg, struct fc_http_server *s,
-                        struct fc_error *err)
+int fc_listen_socket(const char *endpoint, struct fc_error *err)
 {
     char host[256];
     char port_s[8];
     uint16_t port = 0;
     struct addrinfo hints = {0};
     struct addrinfo *ai = NULL;
-    int rc;
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC |
-                     MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME;
+    int one = 1;
+    int fd, rc;
 
-    if (fc_parse_endpoint(s->endpoint, host, sizeof(host), &port, err) != FC_OK) {
-        return err->code;
+    if (fc_parse_endpoint(endpoint, host, sizeof(host), &port, err) != FC_OK) {
+        return -1;
     }
     snprintf(port_s, sizeof(port_s), "%u", port);
     hints.ai_family = AF_UNSPEC;
@@ -449,23 +731,53 @@ static int start_server(struct fc_http_registry *reg, struct fc_http_server *s,
     hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
     rc = getaddrinfo(host, port_s, &hints, &ai);
     if (rc != 0) {
-        return fc_errorf(err, FC_ECONFIG, "endpoint %s: %s", s->endpoint, gai_strerror(rc));
+        fc_errorf(err, FC_ECONFIG, "endpoint %s: %s", endpoint, gai_strerror(rc));
+        return -1;
     }
-    if (ai->ai_family == AF_INET6) {
-        flags |= MHD_USE_IPv6;
+    fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
+        (ai->ai_family == AF_INET6 &&
+         setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one)) != 0) ||
+        bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, 4096) != 0) {
+        fc_errorf(err, FC_EIO, "cannot listen on %s: %s%s", endpoint, strerror(errno),
+                  errno == EADDRINUSE ? " (is another flamecol or another program using it?)" : "");
+        if (fd >= 0) {
+            close(fd);
+        }
+        fd = -1;
     }
+    freeaddrinfo(ai);
+    return fd;
+}
+
+static int start_server(struct fc_http_registry *reg, struct fc_http_server *s,
+                        struct fc_error *err)
+{
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC |
+                     MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME;
+
+    s->listen_fd = fc_listen_socket(s->endpoint, err);
+    if (s->listen_fd < 0) {
+        return err->code;
+    }
+    s->cut_header = fc_server_refused_counter("http", s->endpoint, "header_timeout");
+    s->cut_body = fc_server_refused_counter("http", s->endpoint, "body_timeout");
+    s->cut_client_cap =
+        fc_server_refused_counter("http", s->endpoint, "max_connections_per_client");
+    s->pool = fc_workpool_new("http", s->endpoint, reg->opts.max_in_flight);
     s->daemon = MHD_start_daemon(
-        flags, port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+        flags, 0, NULL, NULL, on_request, s, MHD_OPTION_LISTEN_SOCKET, s->listen_fd,
         MHD_OPTION_THREAD_POOL_SIZE, (unsigned)reg->opts.threads, MHD_OPTION_CONNECTION_TIMEOUT,
         (unsigned)((reg->opts.read_timeout_ns + FC_NS_PER_SEC - 1) / FC_NS_PER_SEC),
         MHD_OPTION_CONNECTION_LIMIT, reg->opts.max_connections, MHD_OPTION_NOTIFY_COMPLETED,
-        on_completed, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
-        MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u, MHD_OPTION_END);
-    freeaddrinfo(ai);
+        on_completed, s, MHD_OPTION_NOTIFY_CONNECTION, on_connection, s, MHD_OPTION_EXTERNAL_LOGGER,
+        mhd_log, NULL, MHD_OPTION_END);
     if (s->daemon == NULL) {
-        return fc_errorf(err, FC_EIO,
-                         "cannot listen on %s (address in use or not available on this host)",
-                         s->endpoint);
+        close(s->listen_fd);
+        s->listen_fd = -1;
+        fc_workpool_free(s->pool);
+        s->pool = NULL;
+        return fc_errorf(err, FC_EIO, "cannot start the HTTP server on %s", s->endpoint);
     }
     fc_log_info("http", "listening on %s (%zu routes)", s->endpoint, s->n_routes);
     return FC_OK;
@@ -473,11 +785,16 @@ static int start_server(struct fc_http_registry *reg, struct fc_http_server *s,
 
 int fc_http_registry_start(struct fc_http_registry *reg, struct fc_error *err)
 {
+    raise_fd_limit(reg);
     for (struct fc_http_server *s = reg->servers; s != NULL; s = s->next) {
         if (s->daemon == NULL && start_server(reg, s, err) != FC_OK) {
             fc_http_registry_stop(reg, 0);
             return err->code;
         }
+    }
+    if (!reg->sweeper_running) {
+        reg->stopping = false;
+        reg->sweeper_running = pthread_create(&reg->sweeper, NULL, sweeper, reg) == 0;
     }
     return FC_OK;
 }
@@ -489,19 +806,32 @@ void fc_http_registry_stop(struct fc_http_registry *reg, int64_t grace_ns)
     /* Stop accepting everywhere first, then wait for what is in flight. */
     for (struct fc_http_server *s = reg->servers; s != NULL; s = s->next) {
         if (s->daemon != NULL) {
-            MHD_socket fd = MHD_quiesce_daemon(s->daemon);
-            if (fd != MHD_INVALID_SOCKET) {
-                close(fd);
-            }
+            MHD_quiesce_daemon(s->daemon);
+        }
+        if (s->listen_fd >= 0) {
+            close(s->listen_fd);
+            s->listen_fd = -1;
         }
     }
     for (struct fc_http_server *s = reg->servers; s != NULL; s = s->next) {
-        while (s->daemon != NULL && atomic_load(&s->in_flight) > 0 && fc_now_mono_ns() < deadline) {
+        while (s->pool != NULL && fc_workpool_in_flight(s->pool) > 0 &&
+               fc_now_mono_ns() < deadline) {
             fc_sleep_ns(5 * FC_NS_PER_MS);
         }
+        /* Workers first: a handler still running resumes its connection into the daemon. */
+        fc_workpool_free(s->pool);
+        s->pool = NULL;
         if (s->daemon != NULL) {
             MHD_stop_daemon(s->daemon);
             s->daemon = NULL;
         }
+    }
+    if (reg->sweeper_running) {
+        pthread_mutex_lock(&reg->lock);
+        reg->stopping = true;
+        pthread_cond_broadcast(&reg->stop);
+        pthread_mutex_unlock(&reg->lock);
+        pthread_join(reg->sweeper, NULL);
+        reg->sweeper_running = false;
     }
 }

@@ -5,8 +5,17 @@
  * API answer on :4040 together, like a Pyroscope server).
  *
  * Routes are registered before fc_http_registry_start(). A handler runs on
- * one of the server's threads with the whole body in memory (bounded by the
- * route's max_body: larger bodies get 413 without reaching the handler).
+ * a worker thread of its listener (core/workpool.h) with the whole body in
+ * memory (bounded by the route's max_body: larger bodies get 413 without
+ * reaching the handler), so a slow handler never stalls the socket threads.
+ *
+ * Overload is refused, not queued: a listener admits at most max_in_flight
+ * requests at once (from complete headers to the answer); more get 429 with
+ * Retry-After at once. Clients cannot hold connections: headers must arrive
+ * within header_timeout and the body within body_timeout (absolute, however
+ * slowly bytes trickle in), and one client address may hold at most
+ * max_connections_per_client connections. Listeners never share a port
+ * (no SO_REUSEPORT): a second bind fails with the reason.
  */
 #ifndef FC_HTTP_SERVER_H
 #define FC_HTTP_SERVER_H
@@ -56,9 +65,13 @@ void fc_http_response_text(struct fc_http_response *resp, int status, const char
     __attribute__((format(printf, 3, 4)));
 
 struct fc_http_options {
-    int threads;             /* 0 = one per CPU */
-    int64_t read_timeout_ns; /* idle connection timeout */
-    unsigned max_connections;
+    int threads;               /* socket threads per listener; 0 = one per CPU */
+    int64_t read_timeout_ns;   /* idle connection timeout */
+    int64_t header_timeout_ns; /* from connection (or previous answer) to complete headers */
+    int64_t body_timeout_ns;   /* from headers to the complete body */
+    unsigned max_connections;  /* open connections per listener */
+    unsigned max_connections_per_client; /* per client address; 0 = max_connections */
+    unsigned max_in_flight;              /* requests admitted at once per listener; more get 429 */
 };
 
 struct fc_http_registry *fc_http_registry_new(const struct fc_http_options *opts);
@@ -80,6 +93,14 @@ int fc_http_route(struct fc_http_server *srv, const char *method, const char *pa
 int fc_http_registry_start(struct fc_http_registry *reg, struct fc_error *err);
 /* Stops accepting, lets in-flight requests finish until grace_ns, then stops. */
 void fc_http_registry_stop(struct fc_http_registry *reg, int64_t grace_ns);
+
+/*
+ * A listening TCP socket on endpoint: SO_REUSEADDR (a restart while old
+ * connections linger) but never SO_REUSEPORT, so a second process on the
+ * same port fails here, with the reason, instead of silently taking a share
+ * of the traffic. -1 with err set on failure.
+ */
+int fc_listen_socket(const char *endpoint, struct fc_error *err);
 
 /* Parses "host:port" / ":port" / "[v6]:port" into host and port. */
 int fc_parse_endpoint(const char *endpoint, char *host, size_t host_size, uint16_t *port,

@@ -27,7 +27,11 @@ struct service_config {
     struct {
         int64_t threads;
         int64_t read_timeout;
+        int64_t header_timeout;
+        int64_t body_timeout;
         int64_t max_connections;
+        int64_t max_connections_per_client;
+        int64_t max_in_flight;
     } http;
 };
 
@@ -69,9 +73,25 @@ static const struct fc_field http_fields[] = {
     {"read_timeout", FC_FIELD_DURATION, "30s",
      offsetof(struct service_config, http.read_timeout) - offsetof(struct service_config, http),
      "a connection idle this long is closed (slow or stuck clients)"},
-    {"max_connections", FC_FIELD_INT, "1024",
+    {"header_timeout", FC_FIELD_DURATION, "10s",
+     offsetof(struct service_config, http.header_timeout) - offsetof(struct service_config, http),
+     "a request's headers must be complete this long after the connection opened (or after "
+     "the idle time following the previous answer), however slowly they trickle in"},
+    {"body_timeout", FC_FIELD_DURATION, "60s",
+     offsetof(struct service_config, http.body_timeout) - offsetof(struct service_config, http),
+     "a request's body must be complete this long after its headers"},
+    {"max_connections", FC_FIELD_INT, "4096",
      offsetof(struct service_config, http.max_connections) - offsetof(struct service_config, http),
      "open connections per listener"},
+    {"max_connections_per_client", FC_FIELD_INT, "1024",
+     offsetof(struct service_config, http.max_connections_per_client) -
+         offsetof(struct service_config, http),
+     "open connections per client address per listener; more are closed at once (0 = "
+     "max_connections)"},
+    {"max_in_flight", FC_FIELD_INT, "64",
+     offsetof(struct service_config, http.max_in_flight) - offsetof(struct service_config, http),
+     "requests handled at once per listener; more get 429 with Retry-After at once, never "
+     "queued"},
     {NULL},
 };
 
@@ -85,6 +105,31 @@ const struct fc_field fc_service_fields[] = {
      "the shared HTTP listeners", .sub = http_fields},
     {NULL},
 };
+
+/* Ranges the schema cannot say; errors point at service.http. */
+static void check_http_settings(const struct service_config *cfg, const struct fc_node *service,
+                                struct fc_diag *diag)
+{
+    const struct fc_node *http = fc_node_get(service, "http");
+    const struct fc_node *at = http != NULL ? http : service;
+
+    if (cfg->http.threads < 0 || cfg->http.threads > 16) {
+        fc_diag_error(diag, at, "service.http.threads must be between 0 and 16");
+    }
+    if (cfg->http.max_in_flight < 1 || cfg->http.max_in_flight > 4096) {
+        fc_diag_error(diag, at, "service.http.max_in_flight must be between 1 and 4096");
+    }
+    if (cfg->http.max_connections < 1 || cfg->http.max_connections > 1000000 ||
+        cfg->http.max_connections_per_client < 0) {
+        fc_diag_error(diag, at,
+                      "service.http.max_connections must be between 1 and 1000000 and "
+                      "max_connections_per_client not negative");
+    }
+    if (cfg->http.read_timeout <= 0 || cfg->http.header_timeout <= 0 ||
+        cfg->http.body_timeout <= 0) {
+        fc_diag_error(diag, at, "service.http timeouts must be positive");
+    }
+}
 
 struct pipeline {
     const char *name; /* "profiles", "profiles/apps" */
@@ -658,6 +703,7 @@ struct fc_service *fc_service_build(const struct fc_node *root, struct fc_diag *
     } else {
         fc_schema_bind(svc->arena, fc_service_fields, service_settings(svc->arena, service),
                        &svc->cfg, "service", diag);
+        check_http_settings(&svc->cfg, service, diag);
         build_pipelines(&b, fc_node_get(service, "pipelines"));
     }
     if (diag->n_errors > errors_before) {
@@ -719,8 +765,15 @@ static int register_telemetry(struct fc_service *svc, struct fc_error *err)
 
 int fc_service_start(struct fc_service *svc, struct fc_error *err)
 {
-    struct fc_http_options opts = {(int)svc->cfg.http.threads, svc->cfg.http.read_timeout,
-                                   (unsigned)svc->cfg.http.max_connections};
+    struct fc_http_options opts = {
+        .threads = (int)svc->cfg.http.threads,
+        .read_timeout_ns = svc->cfg.http.read_timeout,
+        .header_timeout_ns = svc->cfg.http.header_timeout,
+        .body_timeout_ns = svc->cfg.http.body_timeout,
+        .max_connections = (unsigned)svc->cfg.http.max_connections,
+        .max_connections_per_client = (unsigned)svc->cfg.http.max_connections_per_client,
+        .max_in_flight = (unsigned)svc->cfg.http.max_in_flight,
+    };
 
     fc_log_set_level((enum fc_log_level)svc->cfg.telemetry.logs.level);
     svc->http = fc_http_registry_new(&opts);

@@ -22,8 +22,11 @@ static const struct fc_field grpc_fields[] = {
      OFF(protocols.grpc.max_recv_msg_size) - OFF(protocols.grpc),
      "larger messages get RESOURCE_EXHAUSTED"},
     {"threads", FC_FIELD_INT, "1", OFF(protocols.grpc.threads) - OFF(protocols.grpc),
-     "threads that decode requests and run the pipelines (1-16); one costs the least CPU "
-     "per request, more keep calls moving when an exporter blocks"},
+     "threads that poll gRPC's completion queue (1-16); requests are decoded and run "
+     "through the pipelines on worker threads (see max_in_flight)"},
+    {"max_in_flight", FC_FIELD_INT, "64", OFF(protocols.grpc.max_in_flight) - OFF(protocols.grpc),
+     "calls handled at once (1-4096); more get RESOURCE_EXHAUSTED with RetryInfo at once, "
+     "never queued"},
     {NULL},
 };
 
@@ -77,6 +80,9 @@ static int otlp_create(struct fc_receiver *self, struct fc_error *err)
     }
     if (cfg->protocols.grpc.threads < 1 || cfg->protocols.grpc.threads > 16) {
         return fc_errorf(err, FC_ECONFIG, "protocols.grpc.threads must be between 1 and 16");
+    }
+    if (cfg->protocols.grpc.max_in_flight < 1 || cfg->protocols.grpc.max_in_flight > 4096) {
+        return fc_errorf(err, FC_ECONFIG, "protocols.grpc.max_in_flight must be between 1 and 4096");
     }
     if (cfg->max_decompressed_size <= 0 || cfg->protocols.grpc.max_recv_msg_size <= 0 ||
         cfg->protocols.http.max_request_body_size <= 0) {

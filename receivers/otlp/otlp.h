@@ -16,6 +16,7 @@ struct otlp_config {
             const char *endpoint;
             int64_t max_recv_msg_size;
             int64_t threads;
+            int64_t max_in_flight;
         } grpc;
         struct {
             bool enabled;

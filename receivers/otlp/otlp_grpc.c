@@ -1,36 +1,51 @@
 /*
  * OTLP/gRPC with gRPC core: the method
  * /opentelemetry.proto.collector.profiles.v1development.ProfilesService/Export
- * registered on a completion queue polled by a few threads. Each pending
- * call slot cycles: requested -> received (decode, run the pipelines) ->
- * answered -> requested again. gRPC core handles HTTP/2, message
- * decompression (gzip), size limits and misbehaving connections.
+ * registered on a completion queue polled by a few threads. Each call slot
+ * cycles: requested -> received -> (admitted: decoded and run through the
+ * pipelines on a worker of the workpool | refused at once with
+ * RESOURCE_EXHAUSTED when max_in_flight calls are being handled) ->
+ * answered -> requested again. There are more slots than max_in_flight, so
+ * refusals keep flowing while every admitted slot is busy.
+ *
+ * gRPC core handles HTTP/2, the size limit on the wire and misbehaving
+ * connections. Message decompression is ours (per-message decompression is
+ * off in gRPC core), so max_decompressed_size bounds it as on HTTP: a gzip
+ * bomb is refused after inflating at most that much.
  */
 #include "receivers/otlp/otlp.h"
 
+#include "core/http_server.h"
 #include "core/log.h"
 #include "core/mem.h"
+#include "core/metrics.h"
 #include "core/timeutil.h"
+#include "core/workpool.h"
+#include "formats/gzip.h"
 
 #include <grpc/byte_buffer.h>
-#include <grpc/byte_buffer_reader.h>
+#include <grpc/compression.h>
 #include <grpc/grpc.h>
 #include <grpc/grpc_security.h>
 #include <grpc/slice.h>
 #include <grpc/support/time.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define EXPORT_METHOD "/opentelemetry.proto.collector.profiles.v1development.ProfilesService/Export"
 #define MAX_THREADS 16
-#define N_SLOTS 32
-#define N_UNKNOWN_SLOTS 2 /* answer UNIMPLEMENTED to other methods */
+#define N_REFUSAL_SLOTS 16 /* beyond max_in_flight: calls that are refused at once */
+#define N_UNKNOWN_SLOTS 2  /* answer UNIMPLEMENTED to other methods */
 
-enum slot_state { SLOT_IDLE, SLOT_WAITING, SLOT_ANSWERING };
+enum slot_state { SLOT_IDLE, SLOT_WAITING, SLOT_HANDLING, SLOT_ANSWERING };
 
 struct slot {
+    struct fc_work work; /* first: a worker gets back to its slot from it */
     struct otlp_grpc *g;
+    bool admitted;       /* holds a workpool slot until answered */
     bool unknown_method; /* requested with grpc_server_request_call */
     grpc_call_details call_details;
     enum slot_state state;
@@ -52,7 +67,10 @@ struct otlp_grpc {
     void *method;
     pthread_t threads[MAX_THREADS];
     int n_threads;
-    struct slot slots[N_SLOTS + N_UNKNOWN_SLOTS];
+    struct fc_workpool *pool;
+    _Atomic int64_t *refused_too_large;
+    struct slot *slots;
+    size_t n_slots, n_export_slots;
     _Atomic int stopping;
     int shutdown_tag;
     pthread_mutex_t lock;
@@ -82,92 +100,83 @@ static void request_call(struct slot *s)
     }
 }
 
-static const char *tenant_of(const grpc_metadata_array *md, char *buf, size_t size)
+static void finish(struct slot *s);
+
+/* The x-scope-orgid metadata, checked as the HTTP header is; NULL when absent. */
+static int tenant_of(const grpc_metadata_array *md, char *buf, size_t size, const char **tenant,
+                     struct fc_error *err)
 {
+    *tenant = NULL;
     for (size_t i = 0; i < md->count; i++) {
         const grpc_slice k = md->metadata[i].key;
         if (GRPC_SLICE_LENGTH(k) == 13 &&
             strncmp((const char *)GRPC_SLICE_START_PTR(k), "x-scope-orgid", 13) == 0) {
+            const char *v = (const char *)GRPC_SLICE_START_PTR(md->metadata[i].value);
             size_t n = GRPC_SLICE_LENGTH(md->metadata[i].value);
-            if (n == 0 || n >= size) {
-                return NULL;
+            if (fc_tenant_check(v, n, err) != FC_OK) {
+                return fc_error_wrap(err, "x-scope-orgid");
             }
-            memcpy(buf, GRPC_SLICE_START_PTR(md->metadata[i].value), n);
+            if (n >= size) {
+                return fc_errorf(err, FC_EPROTO, "x-scope-orgid too long");
+            }
+            memcpy(buf, v, n);
             buf[n] = '\0';
-            return buf;
+            *tenant = buf;
         }
     }
-    return NULL;
+    return FC_OK;
 }
 
-/* Decodes, runs the pipelines, and starts sending the answer. */
-static void answer(struct slot *s)
+/*
+ * The message as sent: its slices joined, then inflated when the client
+ * compressed it (gzip only; gRPC core refuses other algorithms, see
+ * GRPC_COMPRESSION_CHANNEL_ENABLED_ALGORITHMS_BITSET below).
+ */
+static int read_message(struct otlp_grpc *g, grpc_byte_buffer *bb, struct fc_buf *out,
+                        struct fc_error *err)
 {
-    struct otlp_receiver *r = s->g->r;
-    grpc_slice body = grpc_empty_slice();
+    const struct otlp_config *cfg = g->r->cfg;
+    grpc_slice_buffer *sb;
+    struct fc_buf wire;
+    int rc = FC_OK;
+
+    if (bb == NULL) {
+        return FC_OK; /* an empty message */
+    }
+    sb = &bb->data.raw.slice_buffer;
+    if (bb->data.raw.compression == GRPC_COMPRESS_NONE) {
+        for (size_t i = 0; i < sb->count && rc == FC_OK; i++) {
+            rc = fc_buf_append(out, GRPC_SLICE_START_PTR(sb->slices[i]),
+                               GRPC_SLICE_LENGTH(sb->slices[i]));
+        }
+        return rc;
+    }
+    if (bb->data.raw.compression != GRPC_COMPRESS_GZIP) {
+        return fc_errorf(err, FC_EPROTO, "message compression %d is not supported (use gzip)",
+                         (int)bb->data.raw.compression);
+    }
+    fc_buf_init(&wire, 0);
+    for (size_t i = 0; i < sb->count && rc == FC_OK; i++) {
+        rc = fc_buf_append(&wire, GRPC_SLICE_START_PTR(sb->slices[i]),
+                           GRPC_SLICE_LENGTH(sb->slices[i]));
+    }
+    rc = rc ? fc_errorf(err, rc, "out of memory")
+            : fc_gunzip(wire.data, wire.len, (size_t)cfg->max_decompressed_size, out, err);
+    if (rc == FC_ETOOBIG) {
+        fc_metric_add(g->refused_too_large, 1);
+        fc_errorf(err, FC_ETOOBIG, "message inflates past max_decompressed_size (%lld bytes)",
+                  (long long)cfg->max_decompressed_size);
+    }
+    fc_buf_release(&wire);
+    return rc;
+}
+
+/* Starts sending the status (and the response message, when there is one). */
+static void send_answer(struct slot *s, grpc_status_code code)
+{
     grpc_op ops[4];
-    struct fc_otlp_result res;
-    struct fc_error err = {0};
-    struct fc_buf out;
-    char tenant[160];
-    grpc_status_code code = GRPC_STATUS_OK;
-    int rc;
 
     memset(ops, 0, sizeof(ops));
-    fc_buf_init(&out, 0);
-    if (s->unknown_method) {
-        s->details = grpc_slice_from_static_string("flamecol serves only " EXPORT_METHOD);
-        s->n_trailing = 0;
-        s->response = NULL;
-        ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
-        ops[1].op = GRPC_OP_RECV_CLOSE_ON_SERVER;
-        ops[1].data.recv_close_on_server.cancelled = &s->cancelled;
-        ops[2].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
-        ops[2].data.send_status_from_server.status = GRPC_STATUS_UNIMPLEMENTED;
-        ops[2].data.send_status_from_server.status_details = &s->details;
-        s->state = SLOT_ANSWERING;
-        if (grpc_call_start_batch(s->call, ops, 3, s, NULL) != GRPC_CALL_OK) {
-            s->state = SLOT_IDLE;
-        }
-        return;
-    }
-    if (s->payload != NULL) {
-        grpc_byte_buffer_reader reader;
-        if (grpc_byte_buffer_reader_init(&reader, s->payload)) {
-            body = grpc_byte_buffer_reader_readall(&reader);
-            grpc_byte_buffer_reader_destroy(&reader);
-        }
-    }
-    if (GRPC_SLICE_LENGTH(body) > (size_t)r->cfg->max_decompressed_size) {
-        rc = fc_errorf(&err, FC_ETOOBIG, "message of %zu bytes exceeds max_decompressed_size",
-                       (size_t)GRPC_SLICE_LENGTH(body));
-        otlp_count_refused(r);
-    } else {
-        rc = otlp_export(r, GRPC_SLICE_START_PTR(body), GRPC_SLICE_LENGTH(body), false,
-                         tenant_of(&s->md, tenant, sizeof(tenant)), &res, &err);
-    }
-    grpc_slice_unref(body);
-    s->n_trailing = 0;
-    s->response = NULL;
-    if (rc == FC_OK) {
-        grpc_slice msg;
-        fc_otlp_response(res.rejected_profiles, res.message, false, &out);
-        msg = grpc_slice_from_copied_buffer((const char *)out.data, out.len);
-        s->response = grpc_raw_byte_buffer_create(&msg, 1);
-        grpc_slice_unref(msg);
-        s->details = grpc_empty_slice();
-    } else {
-        code = (grpc_status_code)otlp_grpc_code(rc);
-        s->details = grpc_slice_from_copied_string(err.msg);
-        if (fc_err_retryable(rc)) {
-            /* Throttling: a google.rpc.Status with RetryInfo in grpc-status-details-bin. */
-            fc_otlp_status((int)code, err.msg, r->cfg->retry_after, false, &out);
-            s->trailing.key = grpc_slice_from_static_string("grpc-status-details-bin");
-            s->trailing.value = grpc_slice_from_copied_buffer((const char *)out.data, out.len);
-            s->n_trailing = 1;
-        }
-    }
-    fc_buf_release(&out);
     ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
     ops[0].data.send_initial_metadata.count = 0;
     ops[1].op = GRPC_OP_RECV_CLOSE_ON_SERVER;
@@ -183,9 +192,100 @@ static void answer(struct slot *s)
     }
     s->state = SLOT_ANSWERING;
     if (grpc_call_start_batch(s->call, ops, s->response ? 4 : 3, s, NULL) != GRPC_CALL_OK) {
-        fc_log_error(r->self->id, "grpc: cannot answer a call");
-        s->state = SLOT_IDLE;
+        fc_log_error(s->g->r->self->id, "grpc: cannot answer a call");
+        finish(s);
+        if (!atomic_load(&s->g->stopping)) {
+            request_call(s);
+        }
     }
+}
+
+/* A refusal's status; retryable ones carry a google.rpc.Status with RetryInfo. */
+static void send_error(struct slot *s, int rc, const char *msg, int64_t retry_after_ns)
+{
+    grpc_status_code code = (grpc_status_code)otlp_grpc_code(rc);
+
+    s->response = NULL;
+    s->n_trailing = 0;
+    s->details = grpc_slice_from_copied_string(msg);
+    if (fc_err_retryable(rc)) {
+        struct fc_buf out;
+        fc_buf_init(&out, 0);
+        fc_otlp_status((int)code, msg, retry_after_ns, false, &out);
+        s->trailing.key = grpc_slice_from_static_string("grpc-status-details-bin");
+        s->trailing.value = grpc_slice_from_copied_buffer((const char *)out.data, out.len);
+        s->n_trailing = 1;
+        fc_buf_release(&out);
+    }
+    send_answer(s, code);
+}
+
+/* On a worker: decodes, runs the pipelines, and starts sending the answer. */
+static void handle_export(struct fc_work *w)
+{
+    struct slot *s = (struct slot *)w;
+    struct otlp_receiver *r = s->g->r;
+    struct fc_otlp_result res;
+    struct fc_error err = {0};
+    struct fc_buf body;
+    const char *tenant = NULL;
+    char tenant_buf[160];
+    int rc;
+
+    fc_buf_init(&body, 0);
+    rc = tenant_of(&s->md, tenant_buf, sizeof(tenant_buf), &tenant, &err);
+    rc = rc ? rc : read_message(s->g, s->payload, &body, &err);
+    if (rc != FC_OK) {
+        otlp_count_refused(r);
+    } else {
+        rc = otlp_export(r, body.data ? body.data : (const uint8_t *)"", body.len, false, tenant,
+                         &res, &err);
+    }
+    fc_buf_release(&body);
+    if (rc != FC_OK) {
+        send_error(s, rc, err.msg, r->cfg->retry_after);
+        return;
+    }
+    {
+        struct fc_buf out;
+        grpc_slice msg;
+        fc_buf_init(&out, 0);
+        fc_otlp_response(res.rejected_profiles, res.message, false, &out);
+        msg = grpc_slice_from_copied_buffer((const char *)out.data, out.len);
+        s->response = grpc_raw_byte_buffer_create(&msg, 1);
+        grpc_slice_unref(msg);
+        fc_buf_release(&out);
+    }
+    s->n_trailing = 0;
+    s->details = grpc_empty_slice();
+    send_answer(s, GRPC_STATUS_OK);
+}
+
+/* On a polling thread: a call arrived on slot s. */
+static void on_call(struct slot *s)
+{
+    struct otlp_grpc *g = s->g;
+    char msg[160];
+
+    if (s->unknown_method) {
+        s->response = NULL;
+        s->n_trailing = 0;
+        s->details = grpc_slice_from_static_string("flamecol serves only " EXPORT_METHOD);
+        send_answer(s, GRPC_STATUS_UNIMPLEMENTED);
+        return;
+    }
+    if (!fc_workpool_admit(g->pool)) {
+        snprintf(msg, sizeof(msg),
+                 "%lld calls are being handled (protocols.grpc.max_in_flight); retry later",
+                 (long long)g->r->cfg->protocols.grpc.max_in_flight);
+        otlp_count_refused(g->r);
+        send_error(s, FC_EAGAIN, msg, FC_OVERLOAD_RETRY_AFTER_NS);
+        return;
+    }
+    s->admitted = true;
+    s->state = SLOT_HANDLING;
+    s->work.fn = handle_export;
+    fc_workpool_run(g->pool, &s->work);
 }
 
 static void finish(struct slot *s)
@@ -211,6 +311,10 @@ static void finish(struct slot *s)
     if (s->call != NULL) {
         grpc_call_unref(s->call);
         s->call = NULL;
+    }
+    if (s->admitted) {
+        s->admitted = false;
+        fc_workpool_release(s->g->pool);
     }
     s->state = SLOT_IDLE;
 }
@@ -246,7 +350,7 @@ static void *poll_thread(void *arg)
                 s->state = SLOT_IDLE;
                 continue;
             }
-            answer(s);
+            on_call(s);
         } else if (s->state == SLOT_ANSWERING) {
             finish(s);
             if (!atomic_load(&g->stopping)) {
@@ -259,12 +363,20 @@ static void *poll_thread(void *arg)
 int otlp_grpc_start(struct otlp_receiver *r, struct fc_error *err)
 {
     struct otlp_grpc *g = fc_xcalloc(1, sizeof(*g));
-    grpc_arg args[2];
-    grpc_channel_args channel_args = {2, args};
+    grpc_arg args[5];
+    grpc_channel_args channel_args = {5, args};
     grpc_server_credentials *creds;
+    struct fc_error probe_err = {0};
     char *addr;
-    int port;
+    int port, probe;
 
+    /* gRPC core would report only "cannot bind": ask the OS first, for the reason. */
+    probe = fc_listen_socket(r->cfg->protocols.grpc.endpoint, &probe_err);
+    if (probe < 0) {
+        free(g);
+        return fc_errorf(err, probe_err.code, "protocols.grpc: %s", probe_err.msg);
+    }
+    close(probe);
     grpc_init();
     g->r = r;
     pthread_mutex_init(&g->lock, NULL);
@@ -278,6 +390,17 @@ int otlp_grpc_start(struct otlp_receiver *r, struct fc_error *err)
     args[1].type = GRPC_ARG_INTEGER;
     args[1].key = (char *)GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS;
     args[1].value.integer = 30000;
+    /* Never share the port with another process (as the HTTP listeners). */
+    args[2].type = GRPC_ARG_INTEGER;
+    args[2].key = (char *)GRPC_ARG_ALLOW_REUSEPORT;
+    args[2].value.integer = 0;
+    /* Decompression is ours, bounded by max_decompressed_size (read_message). */
+    args[3].type = GRPC_ARG_INTEGER;
+    args[3].key = (char *)GRPC_ARG_ENABLE_PER_MESSAGE_DECOMPRESSION;
+    args[3].value.integer = 0;
+    args[4].type = GRPC_ARG_INTEGER;
+    args[4].key = (char *)GRPC_COMPRESSION_CHANNEL_ENABLED_ALGORITHMS_BITSET;
+    args[4].value.integer = (1 << GRPC_COMPRESS_NONE) | (1 << GRPC_COMPRESS_GZIP);
     g->cq = grpc_completion_queue_create_for_next(NULL);
     g->server = grpc_server_create(&channel_args, NULL);
     g->method = grpc_server_register_method(g->server, EXPORT_METHOD, NULL,
@@ -311,9 +434,16 @@ int otlp_grpc_start(struct otlp_receiver *r, struct fc_error *err)
         return err->code;
     }
     grpc_server_start(g->server);
-    for (int i = 0; i < N_SLOTS + N_UNKNOWN_SLOTS; i++) {
+    g->pool = fc_workpool_new("grpc", r->cfg->protocols.grpc.endpoint,
+                              (unsigned)r->cfg->protocols.grpc.max_in_flight);
+    g->refused_too_large =
+        fc_server_refused_counter("grpc", r->cfg->protocols.grpc.endpoint, "too_large");
+    g->n_export_slots = (size_t)r->cfg->protocols.grpc.max_in_flight + N_REFUSAL_SLOTS;
+    g->n_slots = g->n_export_slots + N_UNKNOWN_SLOTS;
+    g->slots = fc_xcalloc(g->n_slots, sizeof(*g->slots));
+    for (size_t i = 0; i < g->n_slots; i++) {
         g->slots[i].g = g;
-        g->slots[i].unknown_method = i >= N_SLOTS;
+        g->slots[i].unknown_method = i >= g->n_export_slots;
         g->slots[i].details = grpc_empty_slice();
         request_call(&g->slots[i]);
     }
@@ -350,6 +480,8 @@ void otlp_grpc_stop(struct otlp_receiver *r)
     if (!g->shutdown_done) {
         grpc_server_cancel_all_calls(g->server);
     }
+    /* Workers still answering post to the queue: they finish before it shuts down. */
+    fc_workpool_free(g->pool);
     grpc_completion_queue_shutdown(g->cq);
     for (int i = 0; i < g->n_threads; i++) {
         pthread_join(g->threads[i], NULL);
@@ -358,6 +490,7 @@ void otlp_grpc_stop(struct otlp_receiver *r)
     grpc_completion_queue_destroy(g->cq);
     pthread_mutex_destroy(&g->lock);
     pthread_cond_destroy(&g->cond);
+    free(g->slots);
     free(g);
     grpc_shutdown();
 }
