@@ -1,10 +1,9 @@
 #include "formats/json.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define MAX_DEPTH 128
 
 struct parser {
     struct fc_arena *a;
@@ -12,6 +11,8 @@ struct parser {
     const char *start;
     const char *end;
     struct fc_error *err;
+    unsigned max_depth;
+    const char *too_deep; /* what to call a document nested deeper than max_depth */
 };
 
 static int fail(struct parser *ps, const char *what)
@@ -148,7 +149,7 @@ static int parse_string(struct parser *ps, const char **out, size_t *out_len)
     return FC_OK;
 }
 
-static int parse_value(struct parser *ps, struct fc_json **out, int depth);
+static int parse_value(struct parser *ps, struct fc_json **out, unsigned depth);
 
 static int grow_items(struct parser *ps, struct fc_json *v, size_t *cap, bool keys)
 {
@@ -170,7 +171,7 @@ static int grow_items(struct parser *ps, struct fc_json *v, size_t *cap, bool ke
     return FC_OK;
 }
 
-static int parse_container(struct parser *ps, struct fc_json *v, int depth)
+static int parse_container(struct parser *ps, struct fc_json *v, unsigned depth)
 {
     bool object = *ps->p == '{';
     char close = object ? '}' : ']';
@@ -224,12 +225,13 @@ static int parse_container(struct parser *ps, struct fc_json *v, int depth)
     }
 }
 
-static int parse_value(struct parser *ps, struct fc_json **out, int depth)
+/* Recursion is bounded: every container level is one more depth, refused past max_depth. */
+static int parse_value(struct parser *ps, struct fc_json **out, unsigned depth)
 {
     struct fc_json *v;
 
-    if (depth > MAX_DEPTH) {
-        return fail(ps, "nesting too deep");
+    if (depth > ps->max_depth) {
+        return fail(ps, ps->too_deep);
     }
     skip_ws(ps);
     if (ps->p >= ps->end) {
@@ -286,8 +288,29 @@ static int parse_value(struct parser *ps, struct fc_json **out, int depth)
 int fc_json_parse(struct fc_arena *a, const char *text, size_t len, struct fc_json **out,
                   struct fc_error *err)
 {
-    struct parser ps = {a, text, text, text + len, err};
-    int rc = parse_value(&ps, out, 0);
+    return fc_json_parse_depth(a, text, len, FC_JSON_MAX_DEPTH, NULL, out, err);
+}
+
+int fc_json_parse_depth(struct fc_arena *a, const char *text, size_t len, unsigned max_depth,
+                        const char *too_deep, struct fc_json **out, struct fc_error *err)
+{
+    struct parser ps = {a, "", "", "", err, max_depth, too_deep};
+    char what[96];
+    int rc;
+
+    /* An empty body may come as NULL; NULL + 0 is undefined behaviour. */
+    if (text != NULL) {
+        ps.p = ps.start = text;
+        ps.end = text + len;
+    }
+    if (ps.max_depth > FC_JSON_MAX_DEPTH_CEILING) {
+        ps.max_depth = FC_JSON_MAX_DEPTH_CEILING;
+    }
+    if (too_deep == NULL) {
+        snprintf(what, sizeof(what), "nested deeper than %u levels", ps.max_depth);
+        ps.too_deep = what;
+    }
+    rc = parse_value(&ps, out, 0);
 
     if (rc != FC_OK) {
         return rc;

@@ -32,8 +32,21 @@ struct fc_json {
     size_t n;
 };
 
+/* Containers nested deeper than this are refused ("json: nested deeper than 128 levels"). */
+#define FC_JSON_MAX_DEPTH 128
+/* The most fc_json_parse_depth() allows: the parser recurses once per level. */
+#define FC_JSON_MAX_DEPTH_CEILING 2000
+
+/* text may be NULL when len is 0 (an empty document is an error, "unexpected end of input"). */
 int fc_json_parse(struct fc_arena *a, const char *text, size_t len, struct fc_json **out,
                   struct fc_error *err);
+/*
+ * The same with another nesting bound: the root value is depth 0, each
+ * array or object adds one. too_deep (NULL = "nested deeper than N levels")
+ * is what the error calls a document nested deeper.
+ */
+int fc_json_parse_depth(struct fc_arena *a, const char *text, size_t len, unsigned max_depth,
+                        const char *too_deep, struct fc_json **out, struct fc_error *err);
 /* The member named key of an object, or NULL. */
 const struct fc_json *fc_json_get(const struct fc_json *obj, const char *key);
 /* A JSON number or a string holding one (protojson writes int64 as strings). */

@@ -2,6 +2,7 @@
 
 #include "core/buf.h"
 #include "core/mem.h"
+#include "formats/pb.h"
 #include "formats/pbjson.h"
 #include "google/rpc/status.pb-c.h"
 #include "opentelemetry/proto/collector/profiles/v1development/profiles_service.pb-c.h"
@@ -573,10 +574,22 @@ static int decode_profile(struct decoder *x, const PbProfile *pp, uint32_t origi
 int fc_otlp_decode(struct fc_batch *b, const uint8_t *data, size_t len, struct fc_otlp_result *res,
                    struct fc_error *err)
 {
+    return fc_otlp_decode_depth(b, data, len, FC_PB_DEFAULT_MAX_DEPTH, res, err);
+}
+
+int fc_otlp_decode_depth(struct fc_batch *b, const uint8_t *data, size_t len, unsigned max_depth,
+                         struct fc_otlp_result *res, struct fc_error *err)
+{
     ProtobufCAllocator alloc = {arena_alloc, arena_free, b->arena};
     PbRequest *req;
 
     memset(res, 0, sizeof(*res));
+    /* protobuf-c's unpack recurses per nested message: bound the nesting first. */
+    if (fc_pb_check_depth(
+            &opentelemetry__proto__collector__profiles__v1development__export_profiles_service_request__descriptor,
+            data, len, max_depth, err) != FC_OK) {
+        return fc_error_wrap(err, "otlp");
+    }
     req =
         opentelemetry__proto__collector__profiles__v1development__export_profiles_service_request__unpack(
             &alloc, len, data);
@@ -993,6 +1006,21 @@ static int32_t *span_ints(struct encoder *e, struct fc_span s, size_t *n)
     return out;
 }
 
+/*
+ * An array or kvlist value kept as its protobuf bytes, unpacked again. The
+ * bytes came from a request whose nesting was checked, but a batch can be
+ * built by anyone: protobuf-c recurses, so the nesting is bounded here too.
+ */
+static ProtobufCMessage *unpack_blob(ProtobufCAllocator *alloc, const ProtobufCMessageDescriptor *d,
+                                     const struct fc_attr *a)
+{
+    if (fc_pb_check_depth(d, a->v.blob.data, a->v.blob.len, FC_PB_MAX_DEPTH_CEILING, NULL) !=
+        FC_OK) {
+        return NULL;
+    }
+    return protobuf_c_message_unpack(d, alloc, a->v.blob.len, a->v.blob.data);
+}
+
 static PbAnyValue *any_of(struct encoder *e, const struct fc_attr *a, bool dst_strings)
 {
     ProtobufCAllocator alloc = {arena_alloc, arena_free, e->dst->arena};
@@ -1031,16 +1059,16 @@ static PbAnyValue *any_of(struct encoder *e, const struct fc_attr *a, bool dst_s
         break;
     case FC_ATTR_ARRAY:
         v->value_case = ANY(ARRAY_VALUE);
-        v->array_value = opentelemetry__proto__common__v1__array_value__unpack(
-            &alloc, a->v.blob.len, a->v.blob.data);
+        v->array_value = (Opentelemetry__Proto__Common__V1__ArrayValue *)unpack_blob(
+            &alloc, &opentelemetry__proto__common__v1__array_value__descriptor, a);
         if (v->array_value == NULL) {
             v->value_case = ANY(_NOT_SET);
         }
         break;
     case FC_ATTR_KVLIST:
         v->value_case = ANY(KVLIST_VALUE);
-        v->kvlist_value = opentelemetry__proto__common__v1__key_value_list__unpack(
-            &alloc, a->v.blob.len, a->v.blob.data);
+        v->kvlist_value = (Opentelemetry__Proto__Common__V1__KeyValueList *)unpack_blob(
+            &alloc, &opentelemetry__proto__common__v1__key_value_list__descriptor, a);
         if (v->kvlist_value == NULL) {
             v->value_case = ANY(_NOT_SET);
         }
@@ -1460,14 +1488,20 @@ int fc_otlp_encode_json(const struct fc_batch *b, struct fc_buf *out, struct fc_
 int fc_otlp_decode_json(struct fc_batch *b, const char *text, size_t len,
                         struct fc_otlp_result *res, struct fc_error *err)
 {
+    return fc_otlp_decode_json_depth(b, text, len, FC_PB_DEFAULT_MAX_DEPTH, res, err);
+}
+
+int fc_otlp_decode_json_depth(struct fc_batch *b, const char *text, size_t len, unsigned max_depth,
+                              struct fc_otlp_result *res, struct fc_error *err)
+{
     void *req = NULL;
     int rc;
 
     memset(res, 0, sizeof(*res));
-    rc = fc_pbjson_read(
+    rc = fc_pbjson_read_depth(
         b->arena,
         &opentelemetry__proto__collector__profiles__v1development__export_profiles_service_request__descriptor,
-        text, len, &req, err);
+        text, len, max_depth, &req, err);
     if (rc != FC_OK) {
         return fc_error_wrap(err, "otlp json");
     }

@@ -36,8 +36,12 @@ struct fc_otlp_result {
     char message[256];          /* why the first one was rejected */
 };
 
+/* Messages nested deeper than FC_PB_DEFAULT_MAX_DEPTH are refused (FC_EPROTO). */
 int fc_otlp_decode(struct fc_batch *b, const uint8_t *data, size_t len, struct fc_otlp_result *res,
                    struct fc_error *err);
+/* The same with another nesting bound (a receiver's max_message_depth). */
+int fc_otlp_decode_depth(struct fc_batch *b, const uint8_t *data, size_t len, unsigned max_depth,
+                         struct fc_otlp_result *res, struct fc_error *err);
 
 /* Appends an ExportProfilesServiceRequest holding every profile of b. */
 int fc_otlp_encode(const struct fc_batch *b, struct fc_buf *out, struct fc_error *err);
@@ -45,6 +49,8 @@ int fc_otlp_encode(const struct fc_batch *b, struct fc_buf *out, struct fc_error
 /* The same in the OTLP JSON encoding (lowerCamelCase, int64 as strings, hex ids). */
 int fc_otlp_decode_json(struct fc_batch *b, const char *text, size_t len,
                         struct fc_otlp_result *res, struct fc_error *err);
+int fc_otlp_decode_json_depth(struct fc_batch *b, const char *text, size_t len, unsigned max_depth,
+                              struct fc_otlp_result *res, struct fc_error *err);
 int fc_otlp_encode_json(const struct fc_batch *b, struct fc_buf *out, struct fc_error *err);
 
 /* A request already unpacked (a protobuf-c ExportProfilesServiceRequest in b's arena). */

@@ -178,3 +178,74 @@ void fc_pb_put_packed_i64(struct fc_buf *b, uint32_t number, const int64_t *v, s
         fc_pb_put_varint(b, (uint64_t)v[i]);
     }
 }
+
+/* A message being walked: where it ends, what its fields are, the last field looked up. */
+struct depth_frame {
+    const uint8_t *end;
+    const ProtobufCMessageDescriptor *d;
+    uint32_t last_number;                       /* 0 = none yet */
+    const ProtobufCMessageDescriptor *last_sub; /* its message type, NULL when not a message */
+};
+
+/*
+ * The descriptor of field f when it is a length-delimited sub-message, else
+ * NULL. Repeated fields come in runs (string_table, location_table...), so
+ * the last answer is kept and most fields skip the descriptor's search.
+ */
+static const ProtobufCMessageDescriptor *sub_message(struct depth_frame *fr,
+                                                     const struct fc_pb_field *f)
+{
+    const ProtobufCFieldDescriptor *fd;
+
+    if (f->wire != FC_PB_LEN) {
+        return NULL;
+    }
+    if (f->number != fr->last_number) {
+        fd = protobuf_c_message_descriptor_get_field(fr->d, f->number);
+        fr->last_number = f->number;
+        fr->last_sub = fd != NULL && fd->type == PROTOBUF_C_TYPE_MESSAGE ? fd->descriptor : NULL;
+    }
+    return fr->last_sub;
+}
+
+int fc_pb_check_depth(const ProtobufCMessageDescriptor *d, const uint8_t *data, size_t len,
+                      unsigned max_depth, struct fc_error *err)
+{
+    /* An explicit stack: the walk itself must not recurse on outside input. */
+    struct depth_frame stack[FC_PB_MAX_DEPTH_CEILING];
+    unsigned depth = 1;
+    struct fc_pb r;
+    struct fc_pb_field f;
+    const uint8_t *start;
+
+    if (max_depth == 0 || max_depth > FC_PB_MAX_DEPTH_CEILING) {
+        max_depth = FC_PB_MAX_DEPTH_CEILING;
+    }
+    fc_pb_init(&r, data, len);
+    start = r.p;
+    stack[0] = (struct depth_frame){r.end, d, 0, NULL};
+    while (depth > 0) {
+        const ProtobufCMessageDescriptor *sub;
+        if (fc_pb_done(&r)) {
+            /* This message is done: its parent goes on right after it. */
+            depth--;
+            r.end = depth > 0 ? stack[depth - 1].end : r.end;
+            continue;
+        }
+        if (fc_pb_next(&r, &f) != 0) {
+            return fc_errorf(err, FC_EPROTO, "not a valid %s (malformed protobuf at byte %zu)",
+                             d->short_name, (size_t)(r.p - start));
+        }
+        if ((sub = sub_message(&stack[depth - 1], &f)) == NULL) {
+            continue;
+        }
+        if (depth >= max_depth) {
+            return fc_errorf(err, FC_EPROTO, "message nested deeper than max_message_depth (%u)",
+                             max_depth);
+        }
+        stack[depth++] = (struct depth_frame){f.data + f.len, sub, 0, NULL};
+        r.p = f.data;
+        r.end = f.data + f.len;
+    }
+    return FC_OK;
+}

@@ -7,7 +7,9 @@
 #define FC_FORMATS_PB_H
 
 #include "core/buf.h"
+#include "core/err.h"
 
+#include <protobuf-c/protobuf-c.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -29,6 +31,13 @@ struct fc_pb_field {
 
 static inline void fc_pb_init(struct fc_pb *r, const uint8_t *data, size_t len)
 {
+    static const uint8_t empty[1];
+
+    /* An empty body may come as NULL; NULL + 0 is undefined behaviour. */
+    if (data == NULL) {
+        data = empty;
+        len = 0;
+    }
     r->p = data;
     r->end = data + len;
 }
@@ -44,6 +53,26 @@ int fc_pb_varint(struct fc_pb *r, uint64_t *v);
 int fc_pb_next(struct fc_pb *r, struct fc_pb_field *f);
 /* Counts the varints in a packed field; -1 when malformed. */
 int64_t fc_pb_packed_count(const uint8_t *data, size_t len);
+
+/*
+ * Message nesting. protobuf-c's unpack recurses once per nested message, so
+ * a request nested a few thousand levels deep overflows the stack: check
+ * the wire bytes with fc_pb_check_depth() before every unpack of outside
+ * input. The top-level message is depth 1.
+ */
+#define FC_PB_DEFAULT_MAX_DEPTH 100  /* protobuf's own default recursion limit (C++, Java) */
+#define FC_PB_MAX_DEPTH_CEILING 1000 /* the most any config may allow (about 1.5 MB of stack) */
+
+/*
+ * One pass over data, guided by descriptor d: a length-delimited field whose
+ * descriptor says "message" is one level deeper. No allocation, no
+ * recursion. FC_OK, or FC_EPROTO when a message is nested deeper than
+ * max_depth ("message nested deeper than max_message_depth (N)") or the
+ * wire bytes are malformed (truncated, field number 0, groups). max_depth 0
+ * or over FC_PB_MAX_DEPTH_CEILING means the ceiling.
+ */
+int fc_pb_check_depth(const ProtobufCMessageDescriptor *d, const uint8_t *data, size_t len,
+                      unsigned max_depth, struct fc_error *err);
 
 void fc_pb_put_varint(struct fc_buf *b, uint64_t v);
 void fc_pb_put_tag(struct fc_buf *b, uint32_t number, enum fc_pb_wire wire);

@@ -2,6 +2,7 @@
 
 #include "core/buf.h"
 #include "formats/json.h"
+#include "formats/pb.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -70,6 +71,7 @@ static size_t scalar_size(ProtobufCType t)
 struct reader {
     struct fc_arena *a;
     struct fc_error *err;
+    unsigned max_depth; /* message nesting, as fc_pb_check_depth counts it */
 };
 
 static int fail(struct reader *r, const char *field, const char *what)
@@ -78,10 +80,11 @@ static int fail(struct reader *r, const char *field, const char *what)
 }
 
 static int read_message(struct reader *r, const ProtobufCMessageDescriptor *d,
-                        const struct fc_json *obj, void **out);
+                        const struct fc_json *obj, unsigned depth, void **out);
 
+/* depth: that of the message holding field f (the top-level message is 1). */
 static int read_scalar(struct reader *r, const ProtobufCFieldDescriptor *f, const struct fc_json *v,
-                       void *slot)
+                       unsigned depth, void *slot)
 {
     int64_t i;
     uint64_t u;
@@ -194,13 +197,17 @@ static int read_scalar(struct reader *r, const ProtobufCFieldDescriptor *f, cons
             *(void **)slot = NULL;
             return FC_OK;
         }
-        return read_message(r, f->descriptor, v, (void **)slot);
+        if (depth >= r->max_depth) {
+            return fc_errorf(r->err, FC_EPROTO, "message nested deeper than max_message_depth (%u)",
+                             r->max_depth);
+        }
+        return read_message(r, f->descriptor, v, depth + 1, (void **)slot);
     }
     return fail(r, f->name, "unsupported type");
 }
 
 static int read_message(struct reader *r, const ProtobufCMessageDescriptor *d,
-                        const struct fc_json *obj, void **out)
+                        const struct fc_json *obj, unsigned depth, void **out)
 {
     ProtobufCMessage *m;
 
@@ -237,7 +244,7 @@ static int read_message(struct reader *r, const ProtobufCMessageDescriptor *d,
                 return FC_ETOOBIG;
             }
             for (size_t k = 0; k < v->n; k++) {
-                if ((rc = read_scalar(r, f, v->items[k], items + k * esize)) != FC_OK) {
+                if ((rc = read_scalar(r, f, v->items[k], depth, items + k * esize)) != FC_OK) {
                     return rc;
                 }
             }
@@ -245,7 +252,7 @@ static int read_message(struct reader *r, const ProtobufCMessageDescriptor *d,
             *(void **)(base + f->offset) = items;
             continue;
         }
-        if ((rc = read_scalar(r, f, v, base + f->offset)) != FC_OK) {
+        if ((rc = read_scalar(r, f, v, depth, base + f->offset)) != FC_OK) {
             return rc;
         }
         if (f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) {
@@ -261,14 +268,32 @@ static int read_message(struct reader *r, const ProtobufCMessageDescriptor *d,
 int fc_pbjson_read(struct fc_arena *a, const ProtobufCMessageDescriptor *d, const char *text,
                    size_t len, void **out, struct fc_error *err)
 {
-    struct reader r = {a, err};
-    struct fc_json *root;
-    int rc = fc_json_parse(a, text, len, &root, err);
+    return fc_pbjson_read_depth(a, d, text, len, FC_PB_DEFAULT_MAX_DEPTH, out, err);
+}
 
+int fc_pbjson_read_depth(struct fc_arena *a, const ProtobufCMessageDescriptor *d, const char *text,
+                         size_t len, unsigned max_depth, void **out, struct fc_error *err)
+{
+    struct reader r = {a, err, max_depth};
+    struct fc_json *root;
+    char too_deep[96];
+    int rc;
+
+    if (r.max_depth == 0 || r.max_depth > FC_PB_MAX_DEPTH_CEILING) {
+        r.max_depth = FC_PB_MAX_DEPTH_CEILING;
+    }
+    /*
+     * A message n levels deep is at most 2n JSON levels (an object per
+     * message, an array per repeated field), so the parser's bound follows
+     * and a deeper document is refused before any tree is built.
+     */
+    snprintf(too_deep, sizeof(too_deep), "nested deeper than max_message_depth (%u) allows",
+             r.max_depth);
+    rc = fc_json_parse_depth(a, text, len, 2 * r.max_depth, too_deep, &root, err);
     if (rc != FC_OK) {
         return rc;
     }
-    rc = read_message(&r, d, root, out);
+    rc = read_message(&r, d, root, 1, out);
     if (rc == FC_ETOOBIG) {
         return fc_errorf(err, FC_ETOOBIG, "json: request exceeds the memory limit");
     }

@@ -15,9 +15,16 @@
 #include <protobuf-c/protobuf-c.h>
 #include <stddef.h>
 
-/* Reads text into a new message of type d, allocated in a. */
+/*
+ * Reads text into a new message of type d, allocated in a. Messages nested
+ * deeper than FC_PB_DEFAULT_MAX_DEPTH are refused (FC_EPROTO), as
+ * fc_pb_check_depth() refuses them in protobuf.
+ */
 int fc_pbjson_read(struct fc_arena *a, const ProtobufCMessageDescriptor *d, const char *text,
                    size_t len, void **out, struct fc_error *err);
+/* The same with another bound (max_message_depth); the top-level message is depth 1. */
+int fc_pbjson_read_depth(struct fc_arena *a, const ProtobufCMessageDescriptor *d, const char *text,
+                         size_t len, unsigned max_depth, void **out, struct fc_error *err);
 int fc_pbjson_write(const ProtobufCMessage *m, struct fc_buf *out);
 
 #endif

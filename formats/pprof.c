@@ -535,15 +535,12 @@ static int decode_label(struct decoder *d, struct chunk c, struct fc_attr *a, si
 
 static int decode_samples(struct decoder *d, struct fc_profile *p)
 {
-    const struct fc_pprof_limits *lim = d->limits;
-
     for (size_t i = 0; i < d->samples.n; i++) {
         struct fc_pb r;
         struct fc_pb_field f;
         struct fc_sample s = {0};
         size_t n_attrs = 0;
         uint32_t depth;
-        size_t skip;
         int rc;
 
         d->scratch.n = 0;
@@ -565,12 +562,6 @@ static int decode_samples(struct decoder *d, struct fc_profile *p)
             } else if (f.number == 3) {
                 if (f.wire != FC_PB_LEN) {
                     return fc_errorf(d->err, FC_EPROTO, "pprof: sample %zu: malformed Label", i);
-                }
-                if (lim != NULL && lim->max_sample_labels && n_attrs >= lim->max_sample_labels) {
-                    return fc_errorf(d->err, FC_ETOOBIG,
-                                     "pprof: sample %zu has more than %u labels (limit "
-                                     "max_sample_labels)",
-                                     i, lim->max_sample_labels);
                 }
                 if (n_attrs == d->cap_attrs) {
                     d->cap_attrs = d->cap_attrs ? d->cap_attrs * 2 : 16;
@@ -594,18 +585,14 @@ static int decode_samples(struct decoder *d, struct fc_profile *p)
                              "pprof: sample %zu has %zu values for %u sample types", i, d->values.n,
                              p->n_sample_types);
         }
-        /* Too deep: keep the root-most frames (the end of the leaf-first list). */
-        skip = 0;
-        if (lim != NULL && lim->max_stack_depth && d->scratch.n > lim->max_stack_depth) {
-            skip = d->scratch.n - lim->max_stack_depth;
-        }
-        depth = (uint32_t)(d->scratch.n - skip);
+        /* Stacks too deep are cut by the receivers' caps (core/limits.h), not here. */
+        depth = (uint32_t)d->scratch.n;
         if (depth > d->cap_stack) {
             d->cap_stack = depth;
             d->stack = fc_xrealloc(d->stack, d->cap_stack * sizeof(uint32_t));
         }
         for (size_t j = 0; j < depth; j++) {
-            uint64_t id = d->scratch.v[skip + j];
+            uint64_t id = d->scratch.v[j];
             if (!fc_idmap_get(&d->locations_by_id, id, &d->stack[j])) {
                 return fc_errorf(d->err, FC_EPROTO,
                                  "pprof: sample %zu: location_id %" PRIu64

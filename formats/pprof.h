@@ -17,10 +17,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/*
+ * What the decoder itself bounds. Stack depth, labels and their lengths are
+ * the receivers' caps on the decoded batch (core/limits.h), the same for
+ * every format.
+ */
 struct fc_pprof_limits {
-    size_t max_decompressed;    /* gunzip output cap, bytes; 0 = none */
-    uint32_t max_stack_depth;   /* deeper stacks keep their root-most frames; 0 = none */
-    uint32_t max_sample_labels; /* more labels on one sample is an error; 0 = none */
+    size_t max_decompressed; /* gunzip output cap, bytes; 0 = none */
 };
 
 /*

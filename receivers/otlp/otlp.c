@@ -53,6 +53,7 @@ static const struct fc_field otlp_fields[] = {
      .sub = protocols_fields},
     {"max_decompressed_size", FC_FIELD_SIZE, "64MiB", OFF(max_decompressed_size),
      "a request that inflates past this is refused (413 / RESOURCE_EXHAUSTED)"},
+    FC_INPUT_LIMITS_FIELDS(OFF(limits)),
     {"retry_after", FC_FIELD_DURATION, "5s", OFF(retry_after),
      "Retry-After / RetryInfo sent when the pipeline pushes back"},
     {NULL},
@@ -82,11 +83,15 @@ static int otlp_create(struct fc_receiver *self, struct fc_error *err)
         return fc_errorf(err, FC_ECONFIG, "protocols.grpc.threads must be between 1 and 16");
     }
     if (cfg->protocols.grpc.max_in_flight < 1 || cfg->protocols.grpc.max_in_flight > 4096) {
-        return fc_errorf(err, FC_ECONFIG, "protocols.grpc.max_in_flight must be between 1 and 4096");
+        return fc_errorf(err, FC_ECONFIG,
+                         "protocols.grpc.max_in_flight must be between 1 and 4096");
     }
     if (cfg->max_decompressed_size <= 0 || cfg->protocols.grpc.max_recv_msg_size <= 0 ||
         cfg->protocols.http.max_request_body_size <= 0) {
         return fc_errorf(err, FC_ECONFIG, "sizes must be positive");
+    }
+    if (fc_input_limits_validate(&cfg->limits, err) != FC_OK) {
+        return err->code;
     }
     r = fc_xcalloc(1, sizeof(*r));
     r->self = self;
@@ -95,6 +100,7 @@ static int otlp_create(struct fc_receiver *self, struct fc_error *err)
     r->rejected_profiles = fc_metrics_counter("flamecol_receiver_refused_profiles_total", labels,
                                               "Profiles rejected inside accepted requests "
                                               "(OTLP partial success).");
+    r->truncated_stacks = fc_input_limits_truncated_counter(self->id);
     self->ctx = r;
     return FC_OK;
 }
@@ -129,6 +135,24 @@ void otlp_count_refused(struct otlp_receiver *r)
     fc_metric_add(r->self->metrics.failed_batches, 1);
 }
 
+/* Decodes the request into b and applies every input cap; a refusal fills err. */
+static int decode_capped(struct otlp_receiver *r, struct fc_batch *b, const uint8_t *body,
+                         size_t len, bool json, struct fc_otlp_result *res, struct fc_error *err)
+{
+    const struct fc_input_limits *lim = &r->cfg->limits;
+    unsigned depth = (unsigned)lim->max_message_depth;
+    uint64_t truncated = 0;
+    int rc = json ? fc_otlp_decode_json_depth(b, (const char *)body, len, depth, res, err)
+                  : fc_otlp_decode_depth(b, body, len, depth, res, err);
+
+    if (rc == FC_OK && (rc = fc_input_limits_apply(lim, b, &truncated, err)) != FC_OK) {
+        fc_metric_add(r->self->metrics.failed_samples, (int64_t)fc_batch_sample_count(b));
+        fc_error_wrap(err, "otlp");
+    }
+    fc_metric_add(r->truncated_stacks, (int64_t)truncated);
+    return rc;
+}
+
 int otlp_export(struct otlp_receiver *r, const uint8_t *body, size_t len, bool json,
                 const char *tenant, struct fc_otlp_result *res, struct fc_error *err)
 {
@@ -142,8 +166,7 @@ int otlp_export(struct otlp_receiver *r, const uint8_t *body, size_t len, bool j
     }
     rc = fc_batch_set_tenant(b, tenant ? tenant : "anonymous");
     if (rc == FC_OK) {
-        rc = json ? fc_otlp_decode_json(b, (const char *)body, len, res, err)
-                  : fc_otlp_decode(b, body, len, res, err);
+        rc = decode_capped(r, b, body, len, json, res, err);
     }
     if (rc != FC_OK) {
         otlp_count_refused(r);

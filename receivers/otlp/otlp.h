@@ -3,6 +3,7 @@
 #define FC_RECEIVERS_OTLP_H
 
 #include "core/component.h"
+#include "core/limits.h"
 #include "formats/otlp.h"
 
 #include <stdatomic.h>
@@ -25,6 +26,7 @@ struct otlp_config {
         } http;
     } protocols;
     int64_t max_decompressed_size;
+    struct fc_input_limits limits; /* the caps every receiver shares (core/limits.h) */
     int64_t retry_after;
 };
 
@@ -34,13 +36,17 @@ struct otlp_receiver {
     struct fc_receiver *self;
     const struct otlp_config *cfg;
     _Atomic int64_t *rejected_profiles; /* partial success, counted per profile */
+    _Atomic int64_t *truncated_stacks;  /* stacks cut to max_stack_depth */
     struct otlp_grpc *grpc;             /* NULL unless protocols.grpc is on */
 };
 
 /*
- * Decodes one request (protobuf or JSON, already decompressed) and sends it
- * down the pipelines. Returns FC_OK (res says what was rejected) or the
- * error code for the transport to map; err names the problem.
+ * Decodes one request (protobuf or JSON, already decompressed), applies the
+ * input caps (max_message_depth before anything is unpacked, the others on
+ * the decoded batch) and sends it down the pipelines. Both transports come
+ * through here, so HTTP and gRPC refuse the same requests. Returns FC_OK
+ * (res says what was rejected) or the error code for the transport to map;
+ * err names the problem. A refusal is counted here (otlp_count_refused).
  */
 int otlp_export(struct otlp_receiver *r, const uint8_t *body, size_t len, bool json,
                 const char *tenant, struct fc_otlp_result *res, struct fc_error *err);

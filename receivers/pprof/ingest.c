@@ -388,8 +388,8 @@ static int ingest_folded(struct ingest *in, struct fc_batch *b, bool lines, stru
         return fc_errorf(err, FC_ETOOBIG, "profile exceeds the memory limit");
     }
     p->period = period;
-    rc = fc_folded_decode(b, p, (const char *)in->req->body, in->req->body_len, lines,
-                          in->r->limits.max_stack_depth, err);
+    /* Deep stacks are cut (and counted) with every other format's, in pprof_deliver. */
+    rc = fc_folded_decode(b, p, (const char *)in->req->body, in->req->body_len, lines, 0, err);
     if (rc != FC_OK) {
         return rc;
     }

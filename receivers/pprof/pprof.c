@@ -39,16 +39,7 @@ static const struct fc_field pprof_fields[] = {
     {"max_decompressed_size", FC_FIELD_SIZE, "128MiB",
      offsetof(struct pprof_config, max_decompressed_size),
      "a gzipped profile that inflates past this gets 413 (decompression bombs)"},
-    {"max_stack_depth", FC_FIELD_INT, "1024", offsetof(struct pprof_config, max_stack_depth),
-     "deeper stacks keep their root-most frames (0 = no limit)"},
-    {"max_sample_labels", FC_FIELD_INT, "100", offsetof(struct pprof_config, max_sample_labels),
-     "a sample with more pprof labels is refused (0 = no limit)"},
-    {"max_labels", FC_FIELD_INT, "30", offsetof(struct pprof_config, max_labels),
-     "series labels per profile, including service_name and __name__"},
-    {"max_label_name_length", FC_FIELD_INT, "1024",
-     offsetof(struct pprof_config, max_label_name_length), "longest series label name"},
-    {"max_label_value_length", FC_FIELD_INT, "2048",
-     offsetof(struct pprof_config, max_label_value_length), "longest series label value"},
+    FC_INPUT_LIMITS_FIELDS(offsetof(struct pprof_config, limits)),
     {"retry_after", FC_FIELD_DURATION, "5s", offsetof(struct pprof_config, retry_after),
      "Retry-After sent with 429/503 when the pipeline pushes back"},
     {"auth", FC_FIELD_OBJECT, NULL, offsetof(struct pprof_config, auth),
@@ -95,8 +86,8 @@ static int pprof_create(struct fc_receiver *self, struct fc_error *err)
                          "max_request_body_size and max_decompressed_size must "
                          "be positive");
     }
-    if (cfg->max_stack_depth < 0 || cfg->max_sample_labels < 0 || cfg->max_labels <= 0) {
-        return fc_errorf(err, FC_ECONFIG, "limits must not be negative (max_labels at least 1)");
+    if (fc_input_limits_validate(&cfg->limits, err) != FC_OK) {
+        return err->code;
     }
     if (cfg->auth.bearer_token[0] != '\0' && cfg->auth.basic.username[0] != '\0') {
         return fc_errorf(err, FC_ECONFIG, "auth: set bearer_token or basic, not both");
@@ -105,8 +96,7 @@ static int pprof_create(struct fc_receiver *self, struct fc_error *err)
     r->self = self;
     r->cfg = cfg;
     r->limits.max_decompressed = (size_t)cfg->max_decompressed_size;
-    r->limits.max_stack_depth = (uint32_t)cfg->max_stack_depth;
-    r->limits.max_sample_labels = (uint32_t)cfg->max_sample_labels;
+    r->truncated_stacks = fc_input_limits_truncated_counter(self->id);
     if (cfg->auth.basic.username[0] != '\0') {
         char *pair = fc_xasprintf("%s:%s", cfg->auth.basic.username, cfg->auth.basic.password);
         char *enc = base64(pair);
@@ -199,38 +189,6 @@ struct fc_batch *pprof_new_batch(struct pprof_receiver *r, const char *tenant)
     return b;
 }
 
-int pprof_check_labels(struct pprof_receiver *r, const struct fc_batch *b, struct fc_error *err)
-{
-    for (uint32_t i = 0; i < b->n_profiles; i++) {
-        const struct fc_profile *p = &b->profiles[i];
-        if (p->n_labels > (uint32_t)r->cfg->max_labels) {
-            return fc_errorf(err, FC_EPROTO,
-                             "profile has %u series labels, more than max_labels "
-                             "(%lld)",
-                             p->n_labels, (long long)r->cfg->max_labels);
-        }
-        for (uint32_t j = 0; j < p->n_labels; j++) {
-            uint32_t nl = b->dict.str_len[p->labels[j].name];
-            uint32_t vl = b->dict.str_len[p->labels[j].value];
-            if (nl > (uint64_t)r->cfg->max_label_name_length) {
-                return fc_errorf(err, FC_EPROTO,
-                                 "label name \"%.64s...\" is longer than "
-                                 "max_label_name_length (%lld)",
-                                 fc_str(b, p->labels[j].name),
-                                 (long long)r->cfg->max_label_name_length);
-            }
-            if (vl > (uint64_t)r->cfg->max_label_value_length) {
-                return fc_errorf(err, FC_EPROTO,
-                                 "value of label %s is longer than "
-                                 "max_label_value_length (%lld)",
-                                 fc_str(b, p->labels[j].name),
-                                 (long long)r->cfg->max_label_value_length);
-            }
-        }
-    }
-    return FC_OK;
-}
-
 int pprof_profile_id_to_span_id(struct fc_batch *b)
 {
     uint32_t from, to;
@@ -310,12 +268,14 @@ void pprof_error(struct pprof_receiver *r, struct fc_http_response *resp, int st
 void pprof_deliver(struct pprof_receiver *r, struct fc_batch *b, struct fc_http_response *resp)
 {
     struct fc_error err = {0};
+    uint64_t truncated = 0;
 
-    if (pprof_check_labels(r, b, &err) != FC_OK) {
+    if (fc_input_limits_apply(&r->cfg->limits, b, &truncated, &err) != FC_OK) {
         fc_metric_add(r->self->metrics.failed_samples, (int64_t)fc_batch_sample_count(b));
-        pprof_error(r, resp, 0, &err);
+        pprof_error(r, resp, 400, &err);
         return;
     }
+    fc_metric_add(r->truncated_stacks, (int64_t)truncated);
     /* The pipeline counts its own accepted and refused requests. */
     if (fc_receiver_consume(r->self, b, &err) != FC_OK) {
         write_error(r, resp, 0, &err);

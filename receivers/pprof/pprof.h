@@ -4,6 +4,7 @@
 
 #include "core/component.h"
 #include "core/http_server.h"
+#include "core/limits.h"
 #include "core/metrics.h"
 #include "formats/pprof.h"
 
@@ -13,11 +14,7 @@ struct pprof_config {
     const char *endpoint;
     int64_t max_request_body_size;
     int64_t max_decompressed_size;
-    int64_t max_stack_depth;
-    int64_t max_sample_labels;
-    int64_t max_labels;
-    int64_t max_label_name_length;
-    int64_t max_label_value_length;
+    struct fc_input_limits limits; /* the caps every receiver shares (core/limits.h) */
     int64_t retry_after;
     struct {
         const char *bearer_token;
@@ -31,8 +28,9 @@ struct pprof_config {
 struct pprof_receiver {
     struct fc_receiver *self;
     const struct pprof_config *cfg;
-    struct fc_pprof_limits limits;
-    char *basic_expected; /* "Basic base64(user:pass)", or NULL */
+    struct fc_pprof_limits limits;     /* what the pprof decoder enforces itself */
+    _Atomic int64_t *truncated_stacks; /* stacks cut to max_stack_depth */
+    char *basic_expected;              /* "Basic base64(user:pass)", or NULL */
 };
 
 /* Authorization and X-Scope-OrgID; on failure fills resp and returns non-zero. */
@@ -40,11 +38,13 @@ int pprof_check_request(struct pprof_receiver *r, const struct fc_http_request *
                         struct fc_http_response *resp, const char **tenant);
 /* A new batch with the receiver's memory budget and the request's tenant. */
 struct fc_batch *pprof_new_batch(struct pprof_receiver *r, const char *tenant);
-/* Checks series-label limits of every profile in the batch. */
-int pprof_check_labels(struct pprof_receiver *r, const struct fc_batch *b, struct fc_error *err);
 /* Renames pprof label profile_id to span_id (what Pyroscope does). */
 int pprof_profile_id_to_span_id(struct fc_batch *b);
-/* Sends the batch down the pipelines and maps the outcome to an HTTP answer. */
+/*
+ * Applies the input caps (core/limits.h: a refusal is answered 400 and
+ * counted), then sends the batch down the pipelines and maps the outcome to
+ * an HTTP answer.
+ */
 void pprof_deliver(struct pprof_receiver *r, struct fc_batch *b, struct fc_http_response *resp);
 /*
  * Refuses a request that did not reach the pipeline: counts it, and answers

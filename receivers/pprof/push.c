@@ -10,6 +10,7 @@
 #include "formats/json.h"
 #include "formats/pb.h"
 
+#include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
@@ -22,23 +23,20 @@ struct series_labels {
     size_t n;
 };
 
+/* Lengths are checked with every other label's, by the receiver's caps (pprof_deliver). */
 static int apply_labels(struct fc_batch *b, struct fc_profile *p, const struct series_labels *l,
                         struct fc_error *err)
 {
-    char name[1025], value[2049];
     int rc = FC_OK;
 
     for (size_t i = 0; i < l->n && rc == FC_OK; i++) {
-        if (l->name_lens[i] == 0 || l->name_lens[i] >= sizeof(name) ||
-            l->value_lens[i] >= sizeof(value)) {
-            return fc_errorf(err, FC_EPROTO, "series label %zu: empty or too long name or value",
-                             i);
+        const char *name, *value;
+        if (l->name_lens[i] == 0) {
+            return fc_errorf(err, FC_EPROTO, "series label %zu: empty name", i);
         }
-        memcpy(name, l->names[i], l->name_lens[i]);
-        name[l->name_lens[i]] = '\0';
-        memcpy(value, l->values[i], l->value_lens[i]);
-        value[l->value_lens[i]] = '\0';
-        rc = fc_profile_set_label(b, p, name, value);
+        name = fc_arena_strndup(b->arena, l->names[i], l->name_lens[i]);
+        value = fc_arena_strndup(b->arena, l->values[i], l->value_lens[i]);
+        rc = name && value ? fc_profile_set_label(b, p, name, value) : FC_ETOOBIG;
     }
     if (rc == FC_OK && fc_profile_label(b, p, "service_name") == NULL) {
         rc = fc_profile_set_label(b, p, "service_name", "unknown_service");
@@ -149,7 +147,13 @@ static int decode_json(struct pprof_receiver *r, struct fc_batch *b, const uint8
 {
     struct fc_json *root;
     const struct fc_json *series;
-    int rc = fc_json_parse(b->arena, (const char *)data, len, &root, err);
+    unsigned depth = (unsigned)r->cfg->limits.max_message_depth;
+    char too_deep[96];
+    int rc;
+
+    /* Each message level is at most two JSON levels (an object and an array). */
+    snprintf(too_deep, sizeof(too_deep), "nested deeper than max_message_depth (%u) allows", depth);
+    rc = fc_json_parse_depth(b->arena, (const char *)data, len, 2 * depth, too_deep, &root, err);
 
     if (rc != FC_OK) {
         return fc_error_wrap(err, "PushRequest");
@@ -237,6 +241,12 @@ void pprof_handle_push(void *ctx, const struct fc_http_request *req, struct fc_h
     } else if (ce != NULL && strcasecmp(ce, "identity") != 0) {
         fc_errorf(&err, FC_ENOTSUP, "Content-Encoding %.32s is not supported (gzip is)", ce);
         pprof_error(r, resp, 415, &err);
+        goto out;
+    }
+    if (len == 0 && json) {
+        /* An empty proto body is an empty PushRequest: "no profiles received" below. */
+        fc_errorf(&err, FC_EPROTO, "empty body");
+        pprof_error(r, resp, 400, &err);
         goto out;
     }
     b = pprof_new_batch(r, tenant);

@@ -1,4 +1,5 @@
 /* OTLP JSON decoder, then re-encode as JSON and decode again. */
+#include "core/limits.h"
 #include "formats/otlp.h"
 
 #include <stdint.h>
@@ -12,7 +13,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct fc_otlp_result res;
     struct fc_error err = {0};
 
-    if (fc_otlp_decode_json(b, (const char *)data, size, &res, &err) == FC_OK) {
+    /* As the otlp receiver does: decode, then the input caps (deep stacks are cut). */
+    if (fc_otlp_decode_json(b, (const char *)data, size, &res, &err) == FC_OK &&
+        fc_input_limits_apply(&fc_input_limits_default, b, NULL, &err) == FC_OK) {
         struct fc_buf out;
         struct fc_batch *c = fc_batch_new(64 << 20);
         fc_buf_init(&out, 0);

@@ -1,4 +1,5 @@
 /* pprof decoder (gzip or not), then encode -> decode of whatever decoded. */
+#include "core/limits.h"
 #include "formats/pprof.h"
 
 #include <stdint.h>
@@ -8,13 +9,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    struct fc_pprof_limits lim = {
-        .max_decompressed = 4 << 20, .max_stack_depth = 256, .max_sample_labels = 64};
+    struct fc_pprof_limits lim = {.max_decompressed = 4 << 20};
     struct fc_batch *b = fc_batch_new(32 << 20);
     struct fc_profile *p = NULL;
     struct fc_error err = {0};
 
-    if (fc_pprof_decode(b, data, size, &lim, &p, &err) == FC_OK) {
+    /* The receivers' caps run on what decoded, as in pprof_deliver. */
+    if (fc_pprof_decode(b, data, size, &lim, &p, &err) == FC_OK &&
+        fc_input_limits_apply(&fc_input_limits_default, b, NULL, &err) == FC_OK) {
         struct fc_buf out;
         struct fc_batch *c = fc_batch_new(32 << 20);
         fc_buf_init(&out, 0);

@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include "core/batch.h"
+#include "core/limits.h"
 #include "formats/folded.h"
 #include "formats/gzip.h"
 #include "formats/pprof.h"
@@ -301,7 +302,9 @@ static void test_limits(void **state)
     uint8_t *gz;
     char msg[512];
     struct fc_pprof_limits tiny = {.max_decompressed = 1000};
-    struct fc_pprof_limits shallow = {.max_stack_depth = 3};
+    struct fc_input_limits shallow = {
+        .max_message_depth = 100, .max_stack_depth = 3, .max_labels = 30};
+    uint64_t cut = 0;
     struct fc_batch *b = fc_batch_new(0);
     struct fc_batch *small = fc_batch_new(16 * 1024);
     struct fc_profile *p = NULL;
@@ -313,8 +316,10 @@ static void test_limits(void **state)
     /* A decompression bomb guard: the cap applies to inflated bytes. */
     assert_int_equal(decode_err(gz, len, &tiny, msg, sizeof(msg)), FC_ETOOBIG);
     assert_non_null(strstr(msg, "exceeds the limit of 1000 bytes"));
-    /* Deep stacks keep their root-most frames. */
-    assert_int_equal(fc_pprof_decode(b, gz, len, &shallow, &p, &err), FC_OK);
+    /* Deep stacks keep their root-most frames (the receivers' shared caps cut them). */
+    assert_int_equal(fc_pprof_decode(b, gz, len, NULL, &p, &err), FC_OK);
+    assert_int_equal(fc_input_limits_apply(&shallow, b, &cut, &err), FC_OK);
+    assert_true(cut > 0);
     for (uint32_t i = 0; i < p->n_samples; i++) {
         assert_true(b->dict.stacks[p->samples[i].stack].locations.n <= 3);
     }
