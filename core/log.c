@@ -1,5 +1,7 @@
 #include "core/log.h"
 
+#include "core/timeutil.h"
+
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -72,4 +74,33 @@ void fc_log(enum fc_log_level level, const char *component, const char *fmt, ...
     line[n++] = '\n';
     /* One fwrite per line keeps lines whole when threads log at once. */
     fwrite(line, 1, n, stderr);
+}
+
+void fc_log_limited(struct fc_log_limit *l, int64_t interval_ns, enum fc_log_level level,
+                    const char *component, const char *fmt, ...)
+{
+    int64_t now = fc_now_mono_ns();
+    int64_t last = atomic_load(&l->last_ns);
+    uint64_t more;
+    char msg[1024];
+    va_list ap;
+
+    if ((int)level < atomic_load(&current_level)) {
+        return;
+    }
+    if ((last != 0 && now - last < interval_ns) ||
+        !atomic_compare_exchange_strong(&l->last_ns, &last, now)) {
+        atomic_fetch_add(&l->suppressed, 1);
+        return;
+    }
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    more = atomic_exchange(&l->suppressed, 0);
+    if (more > 0) {
+        fc_log(level, component, "%s (and %llu more like it since the last such line)", msg,
+               (unsigned long long)more);
+    } else {
+        fc_log(level, component, "%s", msg);
+    }
 }

@@ -1,4 +1,5 @@
 #include "storage/store.h"
+#include "storage/store_int.h"
 
 #include "core/buf.h"
 #include "core/idmap.h"
@@ -17,26 +18,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <xxhash.h>
 #include <zstd.h>
-
-enum {
-    DB_SYM,
-    DB_SYMID,
-    DB_SERIES,
-    DB_SID,
-    DB_LN,
-    DB_LV,
-    DB_POST,
-    DB_NODE,
-    DB_META,
-    DB_SPAN,
-    DB_TRACE,
-    DB_BASE,
-    DB_SBASE,
-    N_DBS
-};
 
 static const char *const db_names[N_DBS] = {"sym",   "symid", "series", "sid",  "ln",
                                             "lv",    "post",  "node",   "meta", "span",
@@ -55,18 +42,11 @@ static const char *const db_names[N_DBS] = {"sym",   "symid", "series", "sid",  
 /* The on-disk format; a store written by another format is refused, never misread. */
 #define FORMAT_VERSION 3
 static const char format_key[] = "\0format";
-static const char coarse_key[] = "\0coarse_before"; /* le64 unix s */
+const char fc_store_coarse_key[15] = "\0coarse_before";
+_Thread_local int fc_store_last_lmdb_rc;
 
-static const int64_t level_secs[FC_STORE_LEVELS] = {10,     100,     1000,    10000,
-                                                    100000, 1000000, 10000000};
-
-struct fc_store {
-    MDB_env *env;
-    MDB_dbi db[N_DBS];
-    char *path;
-    _Atomic uint64_t corrupt;      /* windows skipped because their tree did not decode */
-    _Atomic int64_t coarse_before; /* 10 s windows before this were compacted away */
-};
+const int64_t fc_store_level_secs[FC_STORE_LEVELS] = {10,     100,     1000,    10000,
+                                                      100000, 1000000, 10000000};
 
 /* ---- keys --------------------------------------------------------------------------------- */
 
@@ -124,36 +104,68 @@ static uint32_t be32(const uint8_t *p)
     return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
 }
 
-static uint64_t be64(const uint8_t *p)
+int fc_store_lmdb_error(struct fc_error *err, int rc, const char *what)
 {
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++) {
-        v = v << 8 | p[i];
-    }
-    return v;
-}
-
-static MDB_val val(const void *p, size_t n)
-{
-    MDB_val v = {n, (void *)p};
-    return v;
-}
-
-static int lmdb_error(struct fc_error *err, int rc, const char *what)
-{
+    fc_store_last_lmdb_rc = rc;
     if (rc == MDB_MAP_FULL) {
-        return fc_errorf(err, FC_EIO, "store: %s: the database reached max_size", what);
+        return fc_errorf(err, FC_EUNAVAIL, "store: %s: the database reached max_size", what);
+    }
+    if (rc == ENOSPC || rc == EDQUOT) {
+        return fc_errorf(err, FC_EUNAVAIL, "store: %s: %s", what, strerror(rc));
     }
     return fc_errorf(err, FC_EIO, "store: %s: %s", what, mdb_strerror(rc));
 }
 
 /* ---- open / close ------------------------------------------------------------------------- */
 
+int64_t fc_store_headroom(int64_t max_size)
+{
+    int64_t h = max_size / 4;
+    return h < (64LL << 20) ? 64LL << 20 : h > (4LL << 30) ? 4LL << 30 : h;
+}
+
+/*
+ * One process per data directory: an exclusive flock() on path/flamecol.lock,
+ * which then holds our pid (for the error a second process gets). The
+ * kernel drops the lock with the process, however it dies.
+ */
+static int lock_dir(struct fc_store *s, struct fc_error *err)
+{
+    char file[4096], pid[32];
+    int n;
+
+    snprintf(file, sizeof(file), "%s/flamecol.lock", s->path);
+    s->lock_fd = open(file, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (s->lock_fd < 0) {
+        return fc_errorf(err, FC_EIO, "store: cannot open %s: %s", file, strerror(errno));
+    }
+    if (flock(s->lock_fd, LOCK_EX | LOCK_NB) != 0) {
+        int e = errno;
+        n = (int)pread(s->lock_fd, pid, sizeof(pid) - 1, 0);
+        pid[n > 0 ? n : 0] = '\0';
+        pid[strcspn(pid, "\n")] = '\0';
+        if (e != EWOULDBLOCK) {
+            return fc_errorf(err, FC_EIO, "store: cannot lock %s: %s", file, strerror(e));
+        }
+        return fc_errorf(err, FC_EIO,
+                         "store: %s is in use by another flamecol (pid %s): one process per "
+                         "data directory",
+                         s->path, pid[0] ? pid : "unknown");
+    }
+    n = snprintf(pid, sizeof(pid), "%ld\n", (long)getpid());
+    if (ftruncate(s->lock_fd, 0) != 0 || pwrite(s->lock_fd, pid, (size_t)n, 0) != n) {
+        /* Only the message of a second process would lack the pid. */
+    }
+    return FC_OK;
+}
+
 int fc_store_open(const struct fc_store_options *o, struct fc_store **out, struct fc_error *err)
 {
     struct fc_store *s;
     MDB_txn *txn;
     unsigned flags = MDB_NOTLS;
+    size_t map =
+        (size_t)(o->max_size > 0 ? o->max_size + fc_store_headroom(o->max_size) : 64LL << 30);
     int rc;
 
     if (mkdir(o->path, 0755) != 0 && errno != EEXIST) {
@@ -161,27 +173,32 @@ int fc_store_open(const struct fc_store_options *o, struct fc_store **out, struc
     }
     s = fc_xcalloc(1, sizeof(*s));
     s->path = fc_xstrdup(o->path);
+    s->max_size = o->max_size > 0 ? o->max_size : 0;
+    s->lock_fd = -1;
+    if (lock_dir(s, err) != FC_OK) {
+        fc_store_close(s);
+        return FC_EIO;
+    }
     if (o->sync == FC_SYNC_NONE) {
         flags |= MDB_NOSYNC;
     }
     if ((rc = mdb_env_create(&s->env)) != 0 || (rc = mdb_env_set_maxdbs(s->env, N_DBS + 2)) != 0 ||
-        (rc = mdb_env_set_mapsize(s->env, (size_t)(o->max_size > 0 ? o->max_size : 64LL << 30))) !=
-            0 ||
+        (rc = mdb_env_set_mapsize(s->env, map)) != 0 ||
         (rc = mdb_env_set_maxreaders(s->env, 256)) != 0 ||
         (rc = mdb_env_open(s->env, o->path, flags, 0644)) != 0) {
-        lmdb_error(err, rc, o->path);
+        fc_store_lmdb_error(err, rc, o->path);
         fc_store_close(s);
         return FC_EIO;
     }
     if ((rc = mdb_txn_begin(s->env, NULL, 0, &txn)) != 0) {
-        lmdb_error(err, rc, "open");
+        fc_store_lmdb_error(err, rc, "open");
         fc_store_close(s);
         return FC_EIO;
     }
     for (int i = 0; i < N_DBS; i++) {
         if ((rc = mdb_dbi_open(txn, db_names[i], MDB_CREATE, &s->db[i])) != 0) {
             mdb_txn_abort(txn);
-            lmdb_error(err, rc, db_names[i]);
+            fc_store_lmdb_error(err, rc, db_names[i]);
             fc_store_close(s);
             return FC_EIO;
         }
@@ -214,13 +231,13 @@ int fc_store_open(const struct fc_store_options *o, struct fc_store **out, struc
         }
         if (rc != 0) {
             mdb_txn_abort(txn);
-            lmdb_error(err, rc, "format");
+            fc_store_lmdb_error(err, rc, "format");
             fc_store_close(s);
             return FC_EIO;
         }
     }
     {
-        MDB_val kv = val(coarse_key, sizeof(coarse_key) - 1), v;
+        MDB_val kv = val(fc_store_coarse_key, sizeof(fc_store_coarse_key) - 1), v;
         int64_t before = INT64_MIN;
         if (mdb_get(txn, s->db[DB_META], &kv, &v) == 0 && v.mv_size == sizeof(before)) {
             memcpy(&before, v.mv_data, sizeof(before));
@@ -228,10 +245,11 @@ int fc_store_open(const struct fc_store_options *o, struct fc_store **out, struc
         atomic_store(&s->coarse_before, before);
     }
     if ((rc = mdb_txn_commit(txn)) != 0) {
-        lmdb_error(err, rc, "open");
+        fc_store_lmdb_error(err, rc, "open");
         fc_store_close(s);
         return FC_EIO;
     }
+    fc_store_refresh_used(s);
     *out = s;
     return FC_OK;
 }
@@ -244,175 +262,11 @@ void fc_store_close(struct fc_store *s)
     if (s->env != NULL) {
         mdb_env_close(s->env);
     }
+    if (s->lock_fd >= 0) {
+        close(s->lock_fd); /* releases the lock */
+    }
     free(s->path);
     free(s);
-}
-
-/* Node keys: tenant 0 be32(series) u8(level) be64(window); tenants hold no 0 byte. */
-static bool node_key_parts(const MDB_val *kv, int *level, int64_t *window)
-{
-    const uint8_t *p = kv->mv_data;
-    const uint8_t *zero = memchr(p, 0, kv->mv_size);
-
-    if (zero == NULL || (size_t)(zero - p) + 1 + 13 != kv->mv_size) {
-        return false;
-    }
-    *level = zero[5];
-    *window = (int64_t)be64(zero + 6);
-    return *level < FC_STORE_LEVELS;
-}
-
-/*
- * Deletes the windows of levels <= max_level that end before cutoff_s, and
- * (for retention, not compaction) the span entries before it.
- */
-static int delete_windows(struct fc_store *s, int64_t cutoff_s, int max_level, bool spans,
-                          uint64_t *deleted, struct fc_error *err)
-{
-    MDB_txn *txn;
-    MDB_cursor *c;
-    MDB_val kv, v;
-    int rc = mdb_txn_begin(s->env, NULL, 0, &txn);
-
-    *deleted = 0;
-    if (rc != 0) {
-        return lmdb_error(err, rc, "retention");
-    }
-    if ((rc = mdb_cursor_open(txn, s->db[DB_NODE], &c)) == 0) {
-        for (int g = mdb_cursor_get(c, &kv, &v, MDB_FIRST); g == 0;
-             g = mdb_cursor_get(c, &kv, &v, MDB_NEXT)) {
-            int level;
-            int64_t window;
-            if (node_key_parts(&kv, &level, &window) && level <= max_level &&
-                window + level_secs[level] <= cutoff_s && mdb_cursor_del(c, 0) == 0) {
-                (*deleted)++;
-            }
-        }
-        mdb_cursor_close(c);
-    }
-    if (rc == 0 && max_level == 0) {
-        /* Compaction: from now on queries read 100 s windows before the cutoff. */
-        kv = val(coarse_key, sizeof(coarse_key) - 1);
-        v = val(&cutoff_s, sizeof(cutoff_s));
-        rc = mdb_put(txn, s->db[DB_META], &kv, &v, 0);
-    }
-    if (rc == 0 && spans && (rc = mdb_cursor_open(txn, s->db[DB_SPAN], &c)) == 0) {
-        for (int g = mdb_cursor_get(c, &kv, &v, MDB_FIRST); g == 0;
-             g = mdb_cursor_get(c, &kv, &v, MDB_NEXT)) {
-            const uint8_t *zero = memchr(kv.mv_data, 0, kv.mv_size);
-            if (zero != NULL && (size_t)(zero - (const uint8_t *)kv.mv_data) + 21 == kv.mv_size &&
-                (int64_t)be64(zero + 13) + 10 <= cutoff_s && mdb_cursor_del(c, 0) == 0) {
-                (*deleted)++;
-            }
-        }
-        mdb_cursor_close(c);
-    }
-    if (rc != 0) {
-        mdb_txn_abort(txn);
-        return lmdb_error(err, rc, "retention");
-    }
-    rc = mdb_txn_commit(txn);
-    if (rc == 0 && max_level == 0) {
-        atomic_store(&s->coarse_before, cutoff_s);
-    }
-    return rc ? lmdb_error(err, rc, "retention") : FC_OK;
-}
-
-int fc_store_delete_before(struct fc_store *s, int64_t cutoff_s, uint64_t *deleted,
-                           struct fc_error *err)
-{
-    return delete_windows(s, cutoff_s, FC_STORE_LEVELS - 1, true, deleted, err);
-}
-
-int fc_store_compact_before(struct fc_store *s, int64_t cutoff_s, uint64_t *deleted,
-                            struct fc_error *err)
-{
-    /* Whole 100 s windows only, so a level-1 window is either all fine or all coarse. */
-    cutoff_s = (cutoff_s >= 0 ? cutoff_s / 100 : (cutoff_s - 99) / 100) * 100;
-    /* Never back: late profiles written into the compacted past are compacted too. */
-    if (cutoff_s < atomic_load(&s->coarse_before)) {
-        cutoff_s = atomic_load(&s->coarse_before);
-    }
-    return delete_windows(s, cutoff_s, 0, false, deleted, err);
-}
-
-int64_t fc_store_oldest(struct fc_store *s)
-{
-    MDB_txn *txn;
-    MDB_cursor *c;
-    MDB_val kv, v;
-    int64_t oldest = INT64_MAX;
-
-    if (mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn) != 0) {
-        return oldest;
-    }
-    if (mdb_cursor_open(txn, s->db[DB_NODE], &c) == 0) {
-        for (int g = mdb_cursor_get(c, &kv, &v, MDB_FIRST); g == 0;
-             g = mdb_cursor_get(c, &kv, &v, MDB_NEXT)) {
-            int level;
-            int64_t window;
-            /* Level 1 too: compacted data has no 10 s windows left. */
-            if (node_key_parts(&kv, &level, &window) && level <= 1 && window < oldest) {
-                oldest = window;
-            }
-        }
-        mdb_cursor_close(c);
-    }
-    mdb_txn_abort(txn);
-    return oldest;
-}
-
-int fc_store_trim(struct fc_store *s, int64_t high, int64_t low, int64_t now_s, uint64_t *deleted,
-                  struct fc_error *err)
-{
-    int64_t used = fc_store_used_bytes(s);
-    int64_t cutoff = fc_store_oldest(s);
-
-    *deleted = 0;
-    if (used <= high) {
-        return FC_OK;
-    }
-    /* Oldest first, an hour at a time, until under low. */
-    while (used > low && cutoff != INT64_MAX && cutoff < now_s) {
-        uint64_t n = 0;
-        int rc;
-        cutoff += 3600;
-        if ((rc = fc_store_delete_before(s, cutoff, &n, err)) != FC_OK) {
-            return rc;
-        }
-        *deleted += n;
-        used = fc_store_used_bytes(s);
-    }
-    return FC_OK;
-}
-
-int64_t fc_store_used_bytes(struct fc_store *s)
-{
-    MDB_envinfo info;
-    MDB_stat st;
-    MDB_txn *txn;
-    MDB_cursor *c;
-    MDB_val kv, v;
-    uint64_t free_pages = 0;
-
-    if (mdb_env_info(s->env, &info) != 0 || mdb_env_stat(s->env, &st) != 0 ||
-        mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn) != 0) {
-        return 0;
-    }
-    /* The free list is database 0; each value is a page list whose first word is its length. */
-    if (mdb_cursor_open(txn, 0, &c) == 0) {
-        for (int g = mdb_cursor_get(c, &kv, &v, MDB_FIRST); g == 0;
-             g = mdb_cursor_get(c, &kv, &v, MDB_NEXT)) {
-            size_t count;
-            if (v.mv_size >= sizeof(size_t)) {
-                memcpy(&count, v.mv_data, sizeof(size_t));
-                free_pages += count;
-            }
-        }
-        mdb_cursor_close(c);
-    }
-    mdb_txn_abort(txn);
-    return (int64_t)(((uint64_t)info.me_last_pgno + 1 - free_pages) * st.ms_psize);
 }
 
 int64_t fc_store_coarse_before(struct fc_store *s)
@@ -464,7 +318,7 @@ static int next_id(struct writer *w, const char *what, uint32_t *id)
     *id = next++;
     v = val(&next, 4);
     rc = mdb_put(w->txn, w->s->db[DB_META], &kv, &v, 0);
-    return rc ? lmdb_error(w->err, rc, "meta") : FC_OK;
+    return rc ? fc_store_lmdb_error(w->err, rc, "meta") : FC_OK;
 }
 
 static int symbol(struct writer *w, const char *name, size_t len, uint32_t *id)
@@ -485,14 +339,14 @@ static int symbol(struct writer *w, const char *name, size_t len, uint32_t *id)
     }
     v = val(id, 4);
     if ((rc = mdb_put(w->txn, w->s->db[DB_SYM], &kv, &v, 0)) != 0) {
-        return lmdb_error(w->err, rc, "symbols");
+        return fc_store_lmdb_error(w->err, rc, "symbols");
     }
     key_tenant(&kid, w->tenant);
     key_be32(&kid, *id);
     kv = val(kid.b, kid.n);
     v = val(name, len);
     rc = mdb_put(w->txn, w->s->db[DB_SYMID], &kv, &v, 0);
-    return rc ? lmdb_error(w->err, rc, "symbols") : FC_OK;
+    return rc ? fc_store_lmdb_error(w->err, rc, "symbols") : FC_OK;
 }
 
 struct label {
@@ -510,7 +364,7 @@ static int put_empty(struct writer *w, int db, struct key *k, const void *data, 
     MDB_val kv = val(k->b, k->n), v = val(data, n);
     int rc = mdb_put(w->txn, w->s->db[db], &kv, &v, 0);
 
-    return rc ? lmdb_error(w->err, rc, db_names[db]) : FC_OK;
+    return rc ? fc_store_lmdb_error(w->err, rc, db_names[db]) : FC_OK;
 }
 
 /* The id of the series with these labels (sorted, unique names), made when new. */
@@ -639,7 +493,7 @@ static int merge_span_value(struct writer *w, const struct key *k, const struct 
     if (rc == FC_OK) {
         v = val(enc.data, enc.len);
         rc = mdb_put(w->txn, w->s->db[DB_SPAN], &kv, &v, 0);
-        rc = rc ? lmdb_error(w->err, rc, "span") : FC_OK;
+        rc = rc ? fc_store_lmdb_error(w->err, rc, "span") : FC_OK;
     }
     fc_tree_release(&t);
     fc_buf_release(&enc);
@@ -849,7 +703,7 @@ static int merge_window(struct writer *w, uint32_t base, int level, int64_t star
     if (rc == FC_OK) {
         v = val(enc.data, enc.len);
         rc = mdb_put(w->txn, w->s->db[DB_NODE], &kv, &v, 0);
-        rc = rc ? lmdb_error(w->err, rc, "node") : FC_OK;
+        rc = rc ? fc_store_lmdb_error(w->err, rc, "node") : FC_OK;
     }
     fc_buf_release(&enc);
     parts_release(&ps);
@@ -1117,7 +971,7 @@ static int write_spans(struct writer *w, struct frames *f, const struct fc_batch
             n++;
         }
         if ((rc = sample_path(w, f, b, s, &depth)) == FC_OK) {
-            fc_tree_insert(&spans[j].tree, f->path, depth, v * scale);
+            fc_tree_insert(&spans[j].tree, f->path, depth, fc_sat_mul(v, scale));
         }
     }
     for (size_t j = 0; j < n; j++) {
@@ -1209,7 +1063,7 @@ static int write_profile(struct writer *w, struct frames *f, const struct fc_bat
                     continue;
                 }
                 if ((rc = sample_path(w, f, b, s, &depth)) == FC_OK) {
-                    fc_tree_insert(&tree, f->path, depth, v * scale);
+                    fc_tree_insert(&tree, f->path, depth, fc_sat_mul(v, scale));
                 }
             }
             if (rc == FC_OK && fc_tree_total(&tree) > 0) {
@@ -1218,7 +1072,7 @@ static int write_profile(struct writer *w, struct frames *f, const struct fc_bat
                         : write_spans(w, f, b, p, &groups[g], t, scale, series,
                                       (time_s >= 0 ? time_s / 10 : (time_s - 9) / 10) * 10);
                 for (int level = 0; rc == FC_OK && level < FC_STORE_LEVELS; level++) {
-                    int64_t d = level_secs[level];
+                    int64_t d = fc_store_level_secs[level];
                     int64_t window = (time_s >= 0 ? time_s / d : (time_s - d + 1) / d) * d;
                     rc = add_window(w, w->windows, base, series, level, window, &tree);
                 }
@@ -1235,52 +1089,84 @@ static int write_profile(struct writer *w, struct frames *f, const struct fc_bat
     return rc;
 }
 
-int fc_store_write(struct fc_store *s, struct fc_batch *const *batches, size_t n,
-                   struct fc_error *err)
+/* Every batch into the open transaction w->txn (not committed). */
+static int write_batches(struct writer *w, struct fc_batch *const *batches, size_t n)
 {
-    struct windows ws = {0};
-    struct writer w = {s, NULL, NULL, err, &ws};
-    int rc = mdb_txn_begin(s->env, NULL, 0, &w.txn);
+    struct windows *ws = w->windows;
+    int rc = FC_OK;
 
-    if (rc != 0) {
-        return lmdb_error(err, rc, "begin");
-    }
-    fc_idmap_init(&ws.index, 64);
+    fc_idmap_init(&ws->index, 64);
     for (size_t i = 0; rc == FC_OK && i < n; i++) {
         const struct fc_batch *b = batches[i];
         struct frames f;
         /* Windows are keyed without the tenant: write them out when it changes. */
-        if (ws.tenant != NULL && strcmp(ws.tenant, b->tenant) != 0) {
-            rc = flush_windows(&w, &ws);
+        if (ws->tenant != NULL && strcmp(ws->tenant, b->tenant) != 0) {
+            rc = flush_windows(w, ws);
         }
-        ws.tenant = b->tenant;
-        w.tenant = b->tenant;
+        ws->tenant = b->tenant;
+        w->tenant = b->tenant;
         f.fn_sym = fc_xcalloc(b->dict.n_functions + 1, sizeof(uint32_t));
         f.loc_sym = fc_xcalloc(b->dict.n_locations + 1, sizeof(uint32_t));
         f.path = NULL;
         f.cap = 0;
         for (uint32_t p = 0; rc == FC_OK && p < b->n_profiles; p++) {
-            rc = write_profile(&w, &f, b, &b->profiles[p]);
+            rc = write_profile(w, &f, b, &b->profiles[p]);
         }
         free(f.fn_sym);
         free(f.loc_sym);
         free(f.path);
     }
     if (rc == FC_OK) {
-        rc = flush_windows(&w, &ws);
+        rc = flush_windows(w, ws);
     } else {
-        for (uint32_t i = 0; i < ws.n; i++) {
-            parts_release(&ws.v[i].parts);
+        for (uint32_t i = 0; i < ws->n; i++) {
+            parts_release(&ws->v[i].parts);
         }
     }
-    fc_idmap_release(&ws.index);
-    free(ws.v);
-    if (rc != FC_OK) {
-        mdb_txn_abort(w.txn);
-        return rc;
+    fc_idmap_release(&ws->index);
+    free(ws->v);
+    return rc;
+}
+
+/* Counts a refused write by its cause (the LMDB code of its error, if any). */
+static void count_failure(struct fc_store *s)
+{
+    int rc = fc_store_last_lmdb_rc;
+    enum fc_store_failure kind = rc == MDB_MAP_FULL             ? FC_STORE_FULL
+                                 : rc == ENOSPC || rc == EDQUOT ? FC_STORE_NO_SPACE
+                                                                : FC_STORE_IO;
+    atomic_fetch_add(&s->failures[kind], 1);
+}
+
+int fc_store_write(struct fc_store *s, struct fc_batch *const *batches, size_t n,
+                   struct fc_error *err)
+{
+    struct windows ws = {0};
+    struct writer w = {s, NULL, NULL, err, &ws};
+    int rc;
+
+    if (fc_store_full(s)) {
+        atomic_fetch_add(&s->failures[FC_STORE_FULL], 1);
+        return fc_errorf(err, FC_EUNAVAIL,
+                         "store: full: %lld bytes in use reached max_size (%lld); retention "
+                         "deletes the oldest data",
+                         (long long)atomic_load(&s->used), (long long)s->max_size);
     }
-    rc = mdb_txn_commit(w.txn);
-    return rc ? lmdb_error(err, rc, "commit") : FC_OK;
+    fc_store_last_lmdb_rc = 0;
+    if ((rc = mdb_txn_begin(s->env, NULL, 0, &w.txn)) != 0) {
+        rc = fc_store_lmdb_error(err, rc, "begin");
+    } else if ((rc = write_batches(&w, batches, n)) != FC_OK) {
+        mdb_txn_abort(w.txn); /* nothing of this group is written */
+    } else if ((rc = mdb_txn_commit(w.txn)) != 0) {
+        rc = fc_store_lmdb_error(err, rc, "commit"); /* a failed commit is aborted */
+    }
+    if (rc != FC_OK) {
+        count_failure(s);
+    }
+    if (s->max_size > 0) {
+        fc_store_refresh_used(s);
+    }
+    return rc;
 }
 
 /* ---- reading ------------------------------------------------------------------------------ */
@@ -1612,7 +1498,7 @@ static void take(struct merge *m, int level, int64_t window)
 /* The fewest whole windows covering [lo, hi): coarse inside, finer at the edges. */
 static void cover(struct merge *m, int level, int64_t lo, int64_t hi)
 {
-    int64_t d = level_secs[level];
+    int64_t d = fc_store_level_secs[level];
     int64_t w = (lo >= 0 ? lo / d : (lo - d + 1) / d) * d;
 
     for (; w < hi && m->rc == FC_OK && !m->found; w += d) {
@@ -1636,7 +1522,7 @@ static int begin_read(struct fc_store *s, struct reader *r, const char *tenant,
     r->s = s;
     r->tenant = tenant;
     r->err = err;
-    return rc ? lmdb_error(err, rc, "read") : FC_OK;
+    return rc ? fc_store_lmdb_error(err, rc, "read") : FC_OK;
 }
 
 /* Merges the span entries of one span id, for matched series within the range. */
@@ -1835,12 +1721,12 @@ static int timeline_scan(struct reader *r, const struct base_group *group, int l
             continue;
         }
         for (uint32_t i = 0; i < p.n; i++) {
-            total += base_wants((void *)group, p.series[i]) ? p.totals[i] : 0;
+            total = fc_sat_add(total, base_wants((void *)group, p.series[i]) ? p.totals[i] : 0);
         }
         packed_release(&p);
         at = w <= tl->from_s ? 0 : (size_t)((w - tl->from_s) / tl->step_s);
         if (at < tl->n) {
-            tl->buckets[at] += total;
+            tl->buckets[at] = fc_sat_add(tl->buckets[at], total);
         }
     }
     mdb_cursor_close(c);
@@ -1862,8 +1748,9 @@ static int timeline_of(struct reader *r, const struct fc_store_query *q,
         return FC_OK;
     }
     /* The coarsest windows that still fit in one step: fewer totals to read. */
-    while (level + 1 < FC_STORE_LEVELS && level_secs[level + 1] <= tl.step_s &&
-           tl.step_s % level_secs[level + 1] == 0 && from_s % level_secs[level + 1] == 0) {
+    while (level + 1 < FC_STORE_LEVELS && fc_store_level_secs[level + 1] <= tl.step_s &&
+           tl.step_s % fc_store_level_secs[level + 1] == 0 &&
+           from_s % fc_store_level_secs[level + 1] == 0) {
         level++;
     }
     if (level == 0 && from_s < coarse) {

@@ -44,18 +44,43 @@ enum fc_store_sync { FC_SYNC_BATCH, FC_SYNC_ALWAYS, FC_SYNC_NONE };
 struct fc_store_options {
     const char *path; /* a directory, created when missing */
     enum fc_store_sync sync;
-    int64_t max_size; /* bytes the database may grow to; 0 = 64 GiB */
+    /*
+     * Bytes of pages in use past which writes are refused (FC_EUNAVAIL,
+     * retryable) until retention frees space; 0 = none (a 64 GiB map). The
+     * map itself is larger (fc_store_headroom) so that one write group may
+     * overshoot and deletes, which need pages too, always find them.
+     */
+    int64_t max_size;
+};
+
+/* The map beyond max_size: a quarter of it, at least 64 MiB, at most 4 GiB. */
+int64_t fc_store_headroom(int64_t max_size);
+
+/* Why writes were refused, counted per store. */
+enum fc_store_failure {
+    FC_STORE_FULL,     /* max_size reached (or the map full) */
+    FC_STORE_NO_SPACE, /* the disk is full (ENOSPC, EDQUOT) */
+    FC_STORE_IO,       /* any other error of the database */
+    FC_STORE_FAILURE_KINDS
 };
 
 struct fc_store;
 
+/*
+ * Opens (creating) the store in o->path. One process per directory: an
+ * exclusive flock() on path/flamecol.lock (holding the owner's pid) is
+ * taken first, and a second open fails naming the directory and that pid.
+ * The lock goes with the process, kill -9 included.
+ */
 int fc_store_open(const struct fc_store_options *o, struct fc_store **out, struct fc_error *err);
 void fc_store_close(struct fc_store *s);
 
 /*
  * Writes every profile of every batch in one transaction; when it returns
  * FC_OK the data is durable as the sync option says (sync none: the OS
- * decides). Profiles without a time are stored at now.
+ * decides). Profiles without a time are stored at now. A full store
+ * (max_size) or a full disk gives FC_EUNAVAIL and leaves the database as it
+ * was: retryable once retention (or the operator) frees space.
  */
 int fc_store_write(struct fc_store *s, struct fc_batch *const *batches, size_t n,
                    struct fc_error *err);
@@ -148,6 +173,10 @@ int fc_store_trim(struct fc_store *s, int64_t high, int64_t low, int64_t now_s, 
 int64_t fc_store_oldest(struct fc_store *s);
 /* Bytes of database pages in use (the file's pages minus the free list). */
 int64_t fc_store_used_bytes(struct fc_store *s);
+/* Whether writes are refused now: pages in use (as of the last commit) reached max_size. */
+bool fc_store_full(struct fc_store *s);
+/* Writes refused so far for that reason. */
+uint64_t fc_store_failures(struct fc_store *s, enum fc_store_failure kind);
 
 /* Data before this (unix s) is kept at 100 s resolution (fine_retention); 0 = none. */
 int64_t fc_store_coarse_before(struct fc_store *s);

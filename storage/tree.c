@@ -32,78 +32,157 @@ static uint32_t new_node(struct fc_tree *t, uint32_t name)
     return t->n++;
 }
 
-/* The child of parent named name, made (in sorted place) when missing. */
-static uint32_t child(struct fc_tree *t, uint32_t parent, uint32_t name)
+/*
+ * Work lists of the walks below: trees come from outside (one stack of
+ * 300,000 frames is one request), so no walk recurses. Small walks use
+ * the inline slots and never allocate.
+ */
+struct work {
+    uint64_t *v;
+    size_t n, cap;
+    uint64_t inline_v[128];
+};
+
+static void work_init(struct work *w)
 {
-    uint32_t prev = 0;
-    uint32_t c = t->nodes[parent].first;
+    w->v = w->inline_v;
+    w->n = 0;
+    w->cap = sizeof(w->inline_v) / sizeof(w->inline_v[0]);
+}
+
+static void work_push(struct work *w, uint64_t x)
+{
+    if (w->n == w->cap) {
+        w->cap *= 2;
+        if (w->v == w->inline_v) {
+            w->v = fc_xmalloc(w->cap * sizeof(*w->v));
+            memcpy(w->v, w->inline_v, sizeof(w->inline_v));
+        } else {
+            w->v = fc_xrealloc(w->v, w->cap * sizeof(*w->v));
+        }
+    }
+    w->v[w->n++] = x;
+}
+
+static void work_release(struct work *w)
+{
+    if (w->v != w->inline_v) {
+        free(w->v);
+    }
+}
+
+/*
+ * The child of parent named name, made (in sorted place) when missing.
+ * *prev is where the scan starts (0: the first child) and is left at the
+ * child found: callers asking for names in increasing order walk each
+ * sibling list once.
+ */
+static uint32_t child_from(struct fc_tree *t, uint32_t parent, uint32_t *prev, uint32_t name)
+{
+    uint32_t p = *prev;
+    uint32_t c;
     uint32_t n;
 
+    if (p != 0 && t->nodes[p].name >= name) {
+        p = 0; /* out of order: scan from the start */
+    }
+    c = p != 0 ? t->nodes[p].next : t->nodes[parent].first;
     while (c != 0 && t->nodes[c].name < name) {
-        prev = c;
+        p = c;
         c = t->nodes[c].next;
     }
     if (c != 0 && t->nodes[c].name == name) {
+        *prev = c;
         return c;
     }
     n = new_node(t, name); /* may move t->nodes */
     t->nodes[n].next = c;
-    if (prev == 0) {
+    if (p == 0) {
         t->nodes[parent].first = n;
     } else {
-        t->nodes[prev].next = n;
+        t->nodes[p].next = n;
     }
+    *prev = n;
     return n;
+}
+
+static uint32_t child(struct fc_tree *t, uint32_t parent, uint32_t name)
+{
+    uint32_t prev = 0;
+    return child_from(t, parent, &prev, name);
 }
 
 void fc_tree_insert(struct fc_tree *t, const uint32_t *path, uint32_t depth, int64_t value)
 {
     uint32_t at = 0;
 
-    t->nodes[0].total += value;
+    t->nodes[0].total = fc_sat_add(t->nodes[0].total, value);
     for (uint32_t i = 0; i < depth; i++) {
         at = child(t, at, path[i]);
-        t->nodes[at].total += value;
+        t->nodes[at].total = fc_sat_add(t->nodes[at].total, value);
     }
-    t->nodes[at].self += value;
+    t->nodes[at].self = fc_sat_add(t->nodes[at].self, value);
 }
 
-static void merge_node(struct fc_tree *dst, uint32_t d, const struct fc_tree *src, uint32_t s)
+static uint64_t pair(uint32_t a, uint32_t b)
 {
-    dst->nodes[d].self += src->nodes[s].self;
-    dst->nodes[d].total += src->nodes[s].total;
-    for (uint32_t c = src->nodes[s].first; c != 0; c = src->nodes[c].next) {
-        uint32_t dc = child(dst, d, src->nodes[c].name);
-        merge_node(dst, dc, src, c);
-    }
+    return (uint64_t)a << 32 | b;
 }
 
 void fc_tree_merge(struct fc_tree *dst, const struct fc_tree *src)
 {
-    if (src->n > 0) {
-        merge_node(dst, 0, src, 0);
+    struct work w;
+
+    if (src->n == 0) {
+        return;
     }
+    work_init(&w);
+    work_push(&w, pair(0, 0)); /* (dst node, src node) */
+    while (w.n > 0) {
+        uint64_t top = w.v[--w.n];
+        uint32_t d = (uint32_t)(top >> 32), s = (uint32_t)top;
+        uint32_t prev = 0;
+        dst->nodes[d].self = fc_sat_add(dst->nodes[d].self, src->nodes[s].self);
+        dst->nodes[d].total = fc_sat_add(dst->nodes[d].total, src->nodes[s].total);
+        /* Source children are sorted by name: one pass over dst's children. */
+        for (uint32_t c = src->nodes[s].first; c != 0; c = src->nodes[c].next) {
+            work_push(&w, pair(child_from(dst, d, &prev, src->nodes[c].name), c));
+        }
+    }
+    work_release(&w);
 }
 
 /* Pre-order: uvarint(name) uvarint(self) uvarint(children), children follow. */
-static void encode_node(const struct fc_tree *t, uint32_t i, struct fc_buf *out)
+static void encode_tree(const struct fc_tree *t, struct fc_buf *out)
 {
-    uint32_t n = 0;
+    struct work w;
 
-    for (uint32_t c = t->nodes[i].first; c != 0; c = t->nodes[c].next) {
-        n++;
+    work_init(&w);
+    work_push(&w, 0);
+    while (w.n > 0) {
+        uint32_t i = (uint32_t)w.v[--w.n];
+        size_t first = w.n;
+        uint32_t n = 0;
+        for (uint32_t c = t->nodes[i].first; c != 0; c = t->nodes[c].next) {
+            work_push(&w, c);
+            n++;
+        }
+        /* Children were pushed in order: reverse them so the first is written first. */
+        for (size_t a = first, b = w.n; a + 1 < b; a++, b--) {
+            uint64_t x = w.v[a];
+            w.v[a] = w.v[b - 1];
+            w.v[b - 1] = x;
+        }
+        fc_pb_put_varint(out, t->nodes[i].name);
+        fc_pb_put_varint(out, (uint64_t)t->nodes[i].self);
+        fc_pb_put_varint(out, n);
     }
-    fc_pb_put_varint(out, t->nodes[i].name);
-    fc_pb_put_varint(out, (uint64_t)t->nodes[i].self);
-    fc_pb_put_varint(out, n);
-    for (uint32_t c = t->nodes[i].first; c != 0; c = t->nodes[c].next) {
-        encode_node(t, c, out);
-    }
+    work_release(&w);
 }
 
 void fc_tree_encode_raw(const struct fc_tree *t, struct fc_buf *out)
 {
-    encode_node(t, 0, out);
+    encode_tree(t, out);
 }
 
 int fc_tree_encode(const struct fc_tree *t, struct fc_buf *out)
@@ -114,7 +193,7 @@ int fc_tree_encode(const struct fc_tree *t, struct fc_buf *out)
     int rc;
 
     fc_buf_init(&raw, 0);
-    encode_node(t, 0, &raw);
+    encode_tree(t, &raw);
     bound = ZSTD_compressBound(raw.len);
     rc = fc_buf_reserve(out, bound);
     if (rc == FC_OK) {
@@ -129,49 +208,78 @@ int fc_tree_encode(const struct fc_tree *t, struct fc_buf *out)
     return rc;
 }
 
-struct reader {
-    struct fc_pb r;
-    uint32_t depth;
+/* A node being decoded: children still to read and the total so far. */
+struct open_node {
+    uint32_t at;
+    uint64_t left;
+    int64_t total;
 };
 
-static int decode_into(struct fc_tree *t, uint32_t at, struct reader *rd, int64_t *total_out)
-{
-    uint64_t self, n;
-    int64_t total;
+struct open_nodes {
+    struct open_node *v;
+    size_t n, cap;
+};
 
-    if (fc_pb_varint(&rd->r, &self) != 0 || fc_pb_varint(&rd->r, &n) != 0 || ++rd->depth > 4096) {
+static void open_push(struct open_nodes *s, struct fc_tree *t, uint32_t at, int64_t self,
+                      uint64_t children)
+{
+    if (s->n == s->cap) {
+        s->cap = s->cap ? s->cap * 2 : 64;
+        s->v = fc_xrealloc(s->v, s->cap * sizeof(*s->v));
+    }
+    t->nodes[at].self = fc_sat_add(t->nodes[at].self, self);
+    s->v[s->n].at = at;
+    s->v[s->n].left = children;
+    s->v[s->n].total = self;
+    s->n++;
+}
+
+/*
+ * Merges the serialization after the root's name into t. Iterative: the
+ * depth is bounded only by the input's length (three bytes a node).
+ */
+static int decode_into(struct fc_tree *t, struct fc_pb *r)
+{
+    struct open_nodes open = {0};
+    uint64_t self, n, name;
+    int rc = FC_OK;
+
+    if (fc_pb_varint(r, &self) != 0 || fc_pb_varint(r, &n) != 0) {
         return FC_EPROTO;
     }
-    total = (int64_t)self;
-    t->nodes[at].self += (int64_t)self;
-    for (uint64_t k = 0; k < n; k++) {
-        uint64_t name;
-        int64_t sub = 0;
+    open_push(&open, t, 0, (int64_t)self, n);
+    while (open.n > 0) {
+        struct open_node *top = &open.v[open.n - 1];
         uint32_t c;
-        if (fc_pb_varint(&rd->r, &name) != 0 || name > UINT32_MAX) {
-            return FC_EPROTO;
+        if (top->left == 0) {
+            uint32_t at = top->at;
+            int64_t total = top->total;
+            t->nodes[at].total = fc_sat_add(t->nodes[at].total, total);
+            if (--open.n > 0) {
+                open.v[open.n - 1].total = fc_sat_add(open.v[open.n - 1].total, total);
+            }
+            continue;
         }
-        c = child(t, at, (uint32_t)name);
-        if (decode_into(t, c, rd, &sub) != FC_OK) {
-            return FC_EPROTO;
+        top->left--;
+        if (fc_pb_varint(r, &name) != 0 || name > UINT32_MAX || fc_pb_varint(r, &self) != 0 ||
+            fc_pb_varint(r, &n) != 0) {
+            rc = FC_EPROTO;
+            break;
         }
-        total += sub;
+        c = child(t, top->at, (uint32_t)name); /* top may move with open_push below, not here */
+        open_push(&open, t, c, (int64_t)self, n);
     }
-    rd->depth--;
-    t->nodes[at].total += total;
-    *total_out = total;
-    return FC_OK;
+    free(open.v);
+    return rc;
 }
 
 int fc_tree_decode_raw_merge(struct fc_tree *t, const uint8_t *data, size_t len)
 {
-    struct reader rd;
+    struct fc_pb r;
     uint64_t root_name;
-    int64_t total;
 
-    fc_pb_init(&rd.r, data, len);
-    rd.depth = 0;
-    return fc_pb_varint(&rd.r, &root_name) == 0 ? decode_into(t, 0, &rd, &total) : FC_EPROTO;
+    fc_pb_init(&r, data, len);
+    return fc_pb_varint(&r, &root_name) == 0 ? decode_into(t, &r) : FC_EPROTO;
 }
 
 int fc_tree_decode_merge(struct fc_tree *t, const uint8_t *data, size_t len, struct fc_error *err)
@@ -179,9 +287,8 @@ int fc_tree_decode_merge(struct fc_tree *t, const uint8_t *data, size_t len, str
     unsigned long long size = ZSTD_getFrameContentSize(data, len);
     uint8_t *raw;
     size_t n;
-    struct reader rd;
+    struct fc_pb r;
     uint64_t root_name;
-    int64_t total;
     int rc;
 
     if (size == ZSTD_CONTENTSIZE_ERROR || size == ZSTD_CONTENTSIZE_UNKNOWN || size > (1u << 30)) {
@@ -193,9 +300,8 @@ int fc_tree_decode_merge(struct fc_tree *t, const uint8_t *data, size_t len, str
         free(raw);
         return fc_errorf(err, FC_EPROTO, "store: corrupt tree (%s)", ZSTD_getErrorName(n));
     }
-    fc_pb_init(&rd.r, raw, n);
-    rd.depth = 0;
-    rc = fc_pb_varint(&rd.r, &root_name) == 0 ? decode_into(t, 0, &rd, &total) : FC_EPROTO;
+    fc_pb_init(&r, raw, n);
+    rc = fc_pb_varint(&r, &root_name) == 0 ? decode_into(t, &r) : FC_EPROTO;
     free(raw);
     return rc == FC_OK ? FC_OK : fc_errorf(err, FC_EPROTO, "store: corrupt tree");
 }

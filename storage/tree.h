@@ -14,6 +14,28 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/*
+ * Sums of values that come from outside saturate at INT64_MAX / INT64_MIN
+ * (both ways: diffs carry negative values) instead of wrapping.
+ */
+static inline int64_t fc_sat_add(int64_t a, int64_t b)
+{
+    int64_t r;
+    if (__builtin_add_overflow(a, b, &r)) {
+        return b > 0 ? INT64_MAX : INT64_MIN;
+    }
+    return r;
+}
+
+static inline int64_t fc_sat_mul(int64_t a, int64_t b)
+{
+    int64_t r;
+    if (__builtin_mul_overflow(a, b, &r)) {
+        return (a < 0) != (b < 0) ? INT64_MIN : INT64_MAX;
+    }
+    return r;
+}
+
 struct fc_tree_node {
     uint32_t name;  /* symbol id; 0 for the root */
     uint32_t first; /* index of the first child, 0 = none */
@@ -32,7 +54,7 @@ void fc_tree_init(struct fc_tree *t);
 void fc_tree_release(struct fc_tree *t);
 /* Adds value along path (root-most first); the last frame gets the self value. */
 void fc_tree_insert(struct fc_tree *t, const uint32_t *path, uint32_t depth, int64_t value);
-/* dst += src, node by node. */
+/* dst += src, node by node (iterative: any depth). */
 void fc_tree_merge(struct fc_tree *dst, const struct fc_tree *src);
 static inline int64_t fc_tree_total(const struct fc_tree *t)
 {

@@ -18,12 +18,22 @@
 #include "google/v1/profile.pb-c.h"
 #include "querier/v1/querier.pb-c.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #define PREFIX "/querier.v1.QuerierService/"
+
+/*
+ * Client times are Unix milliseconds; those beyond +-4e12 (year 2096) are
+ * refused, so that ms -> ns, differences and rounding to a step (itself at
+ * most MAX_MS) all fit in int64.
+ */
+#define MAX_MS 4000000000000LL
+/* Points per series of SelectSeries, as Prometheus caps a range query. */
+#define MAX_POINTS 11000
 
 struct call {
     struct store_exporter *x;
@@ -33,6 +43,20 @@ struct call {
     struct fc_http_response *resp;
     struct fc_error err;
 };
+
+/* Whether start and end (ms) are in range; else c->err names the field. */
+static bool times_ok(struct call *c, int64_t start_ms, int64_t end_ms)
+{
+    if (start_ms < -MAX_MS || start_ms > MAX_MS) {
+        fc_errorf(&c->err, FC_EPROTO, "start: %lld ms is out of range", (long long)start_ms);
+        return false;
+    }
+    if (end_ms < -MAX_MS || end_ms > MAX_MS) {
+        fc_errorf(&c->err, FC_EPROTO, "end: %lld ms is out of range", (long long)end_ms);
+        return false;
+    }
+    return true;
+}
 
 static void *arena_alloc(void *data, size_t size)
 {
@@ -70,6 +94,10 @@ static void *read_request(struct call *c, const ProtobufCMessageDescriptor *d, c
     }
     {
         ProtobufCAllocator alloc = {arena_alloc, arena_free, c->arena};
+        /* protobuf-c recurses per nested message: bound it before unpacking. */
+        if (fc_pb_check_depth(d, body, len, FC_PB_DEFAULT_MAX_DEPTH, &c->err) != FC_OK) {
+            return NULL;
+        }
         m = protobuf_c_message_unpack(d, &alloc, len, body);
         if (m == NULL) {
             fc_errorf(&c->err, FC_EPROTO, "%s: malformed protobuf", d->short_name);
@@ -186,6 +214,9 @@ static void names_or_values(struct call *c, char **matchers, size_t n_matchers,
 
     *out = NULL;
     *n_out = 0;
+    if (!times_ok(c, start_ms, end_ms)) {
+        return;
+    }
     if (n_matchers == 0 && end_ms == 0) {
         if (want_value == NULL) {
             fc_store_label_names(c->x->store, c->tenant, out, n_out, &c->err);
@@ -336,7 +367,8 @@ static void series(struct call *c, const uint8_t *body, size_t len)
     char **v;
     size_t n;
 
-    if (req == NULL || !parse_selectors(c, req->matchers, req->n_matchers, &sels)) {
+    if (req == NULL || !times_ok(c, req->start, req->end) ||
+        !parse_selectors(c, req->matchers, req->n_matchers, &sels)) {
         return;
     }
     if (fc_store_series_labels(c->x->store, c->tenant, sels, req->n_matchers,
@@ -382,6 +414,9 @@ static bool query_of(struct call *c, const char *type_id, const char *label_sele
                      struct fc_store_query *q)
 {
     memset(q, 0, sizeof(*q));
+    if (!times_ok(c, start_ms, end_ms)) {
+        return false;
+    }
     if (type_id == NULL || type_id[0] == '\0') {
         fc_errorf(&c->err, FC_EPROTO, "profile_typeID is required");
         return false;
@@ -398,7 +433,7 @@ static bool query_of(struct call *c, const char *type_id, const char *label_sele
         return false;
     }
     if (c->x->cfg->query.max_query_length > 0 &&
-        (end_ms - start_ms) * 1000000LL > c->x->cfg->query.max_query_length) {
+        end_ms - start_ms > c->x->cfg->query.max_query_length / 1000000LL) {
         fc_selector_release(sel);
         fc_errorf(&c->err, FC_EPROTO, "the range is longer than query.max_query_length");
         return false;
@@ -426,23 +461,34 @@ static bool merge(struct call *c, struct fc_store_query *q, struct fc_store_resu
     return true;
 }
 
-/* The `tree` format: pre-order uvarint(len(name)) name uvarint(self) uvarint(children). */
-static void tree_bytes(const struct fc_store_result *r, uint32_t node, struct fc_buf *out)
+/*
+ * The `tree` format: pre-order uvarint(len(name)) name uvarint(self)
+ * uvarint(children). Iterative: a tree may be any depth.
+ */
+static void tree_bytes(const struct fc_store_result *r, struct fc_buf *out)
 {
-    const struct fc_tree_node *n = &r->tree.nodes[node];
-    const char *name = node ? r->names[node] : "";
-    uint64_t kids = 0;
+    struct fc_u64s w = {0};
 
-    for (uint32_t k = n->first; k != 0; k = r->tree.nodes[k].next) {
-        kids++;
+    fc_u64s_push(&w, 0);
+    while (w.n > 0) {
+        uint32_t node = (uint32_t)w.v[--w.n];
+        const struct fc_tree_node *n = &r->tree.nodes[node];
+        const char *name = node ? r->names[node] : "";
+        size_t first = w.n;
+        for (uint32_t k = n->first; k != 0; k = r->tree.nodes[k].next) {
+            fc_u64s_push(&w, k);
+        }
+        for (size_t a = first, b = w.n; a + 1 < b; a++, b--) {
+            uint64_t x = w.v[a]; /* reversed: the first child is popped first */
+            w.v[a] = w.v[b - 1];
+            w.v[b - 1] = x;
+        }
+        fc_pb_put_varint(out, strlen(name));
+        fc_buf_puts(out, name);
+        fc_pb_put_varint(out, (uint64_t)n->self);
+        fc_pb_put_varint(out, w.n - first);
     }
-    fc_pb_put_varint(out, strlen(name));
-    fc_buf_puts(out, name);
-    fc_pb_put_varint(out, (uint64_t)n->self);
-    fc_pb_put_varint(out, kids);
-    for (uint32_t k = n->first; k != 0; k = r->tree.nodes[k].next) {
-        tree_bytes(r, k, out);
-    }
+    free(w.v);
 }
 
 /* span_selector (16 hex) and trace_id_selector (32 hex) into the query; arena-owned. */
@@ -497,7 +543,7 @@ static void stacktraces(struct call *c, struct fc_store_query *q, int64_t max_no
     fc_buf_init(&tree, 0);
     if (format == QUERIER__V1__PROFILE_FORMAT__PROFILE_FORMAT_TREE) {
         if (res.tree.n > 1) {
-            tree_bytes(&res, 0, &tree);
+            tree_bytes(&res, &tree);
         }
         resp.tree.data = tree.data;
         resp.tree.len = tree.len;
@@ -670,6 +716,42 @@ static int by_ranked(const void *a, const void *b)
     return x < y ? 1 : x > y ? -1 : 0;
 }
 
+/* x rounded down to a multiple of step (> 0), also when x is negative. */
+static int64_t floor_to(int64_t x, int64_t step)
+{
+    int64_t q = x / step;
+    return (x % step != 0 && x < 0 ? q - 1 : q) * step;
+}
+
+int store_series_step(double step, int64_t start_ms, int64_t end_ms, int64_t *step_ms,
+                      size_t *points, struct fc_error *err)
+{
+    double want_ms;
+
+    if (step == 0) {
+        step = 15;
+    }
+    if (!isfinite(step) || step < 0) {
+        return fc_errorf(err, FC_EPROTO, "step: must be a positive number of seconds");
+    }
+    if (start_ms < -MAX_MS || start_ms > MAX_MS || end_ms < start_ms || end_ms > MAX_MS) {
+        return fc_errorf(err, FC_EPROTO, "start/end: out of range");
+    }
+    want_ms = step * 1000.0;
+    if ((double)(end_ms - start_ms) / want_ms + 1.0 > MAX_POINTS) {
+        return fc_errorf(err, FC_EPROTO,
+                         "step: exceeded maximum resolution of 11,000 points per timeseries. Try "
+                         "decreasing the query resolution (?step=XX)");
+    }
+    if (want_ms > (double)MAX_MS) {
+        want_ms = (double)MAX_MS; /* one point either way */
+    }
+    /* Steps are whole multiples of the store's 10 s windows. */
+    *step_ms = ((int64_t)ceil(want_ms) + 9999) / 10000 * 10000;
+    *points = (size_t)((end_ms - floor_to(start_ms, *step_ms)) / *step_ms) + 1;
+    return FC_OK;
+}
+
 static void select_series(struct call *c, const uint8_t *body, size_t len)
 {
     Querier__V1__SelectSeriesRequest *req =
@@ -686,16 +768,11 @@ static void select_series(struct call *c, const uint8_t *body, size_t len)
         !query_of(c, req->profile_typeid, req->label_selector, req->start, req->end, &sel, &q)) {
         return;
     }
-    /* Steps are whole multiples of the store's 10 s windows. */
-    step_ms = (int64_t)(req->step > 0 ? req->step * 1000 : 15000);
-    step_ms = ((step_ms + 9999) / 10000) * 10000;
-    buckets = (size_t)((req->end - req->start) / step_ms) + 1;
-    if (buckets > 100000) {
+    if (store_series_step(req->step, req->start, req->end, &step_ms, &buckets, &c->err) != FC_OK) {
         fc_selector_release(&sel);
-        fc_errorf(&c->err, FC_EPROTO, "too many points: raise step");
         return;
     }
-    q.from_ns = (req->start / step_ms) * step_ms * 1000000LL;
+    q.from_ns = floor_to(req->start, step_ms) * 1000000LL;
     if (fc_store_select_series(c->x->store, &q, step_ms * 1000000LL, buckets,
                                (const char *const *)req->group_by, req->n_group_by, &ts, &n,
                                &c->err) != FC_OK) {
@@ -706,7 +783,7 @@ static void select_series(struct call *c, const uint8_t *body, size_t len)
     for (size_t i = 0; i < n; i++) {
         rank[i].ts = &ts[i];
         for (size_t b = 0; b < buckets; b++) {
-            rank[i].total += ts[i].buckets[b];
+            rank[i].total = fc_sat_add(rank[i].total, ts[i].buckets[b]);
         }
     }
     n_all = n;

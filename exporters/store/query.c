@@ -65,6 +65,7 @@ static int parse_query_named(struct store_exporter *x, const struct fc_http_requ
     const char *from = fc_http_query(req, from_param);
     const char *until = fc_http_query(req, until_param);
     int64_t now = fc_now_ns();
+    int64_t span;
 
     memset(q, 0, sizeof(*q));
     if (fc_http_tenant(req, &q->tenant, err) != FC_OK) {
@@ -93,8 +94,11 @@ static int parse_query_named(struct store_exporter *x, const struct fc_http_requ
         fc_selector_release(&q->sel);
         return fc_errorf(err, FC_EPROTO, "from is after until");
     }
-    if (x->cfg->query.max_query_length > 0 &&
-        q->until_ns - q->from_ns > x->cfg->query.max_query_length) {
+    if (__builtin_sub_overflow(q->until_ns, q->from_ns, &span)) {
+        fc_selector_release(&q->sel);
+        return fc_errorf(err, FC_EPROTO, "from/until: the range is out of bounds");
+    }
+    if (x->cfg->query.max_query_length > 0 && span > x->cfg->query.max_query_length) {
         fc_selector_release(&q->sel);
         return fc_errorf(err, FC_EPROTO,
                          "the range is longer than query.max_query_length (%" PRId64 " h)",
@@ -182,14 +186,34 @@ int store_tree_to_pprof(const struct fc_store_result *r, const char *type_id, st
     return rc;
 }
 
-static void folded(const struct fc_store_result *r, uint32_t node, struct fc_buf *path,
-                   struct fc_buf *out)
+/* Appends the children of node to w, reversed so that popping visits them in order. */
+static void push_children(const struct fc_store_result *r, uint32_t node, uint64_t tag,
+                          struct fc_u64s *w)
 {
-    const struct fc_tree_node *n = &r->tree.nodes[node];
-    size_t len = path->len;
+    size_t first = w->n;
 
-    if (node != 0) {
-        if (len > 0) {
+    for (uint32_t c = r->tree.nodes[node].first; c != 0; c = r->tree.nodes[c].next) {
+        fc_u64s_push(w, tag | c);
+    }
+    for (size_t a = first, b = w->n; a + 1 < b; a++, b--) {
+        uint64_t x = w->v[a];
+        w->v[a] = w->v[b - 1];
+        w->v[b - 1] = x;
+    }
+}
+
+/* Folded stacks, depth first; iterative since a tree may be any depth. */
+static void folded(const struct fc_store_result *r, struct fc_buf *path, struct fc_buf *out)
+{
+    struct fc_u64s w = {0};
+
+    push_children(r, 0, 0, &w); /* each entry: path length before the node << 32 | node */
+    while (w.n > 0) {
+        uint64_t e = w.v[--w.n];
+        uint32_t node = (uint32_t)e;
+        const struct fc_tree_node *n = &r->tree.nodes[node];
+        path->len = (size_t)(e >> 32);
+        if (path->len > 0) {
             fc_buf_append(path, ";", 1);
         }
         fc_buf_puts(path, r->names[node]);
@@ -197,11 +221,9 @@ static void folded(const struct fc_store_result *r, uint32_t node, struct fc_buf
             fc_buf_append(out, path->data, path->len);
             fc_buf_printf(out, " %" PRId64 "\n", n->self);
         }
+        push_children(r, node, (uint64_t)path->len << 32, &w);
     }
-    for (uint32_t c = n->first; c != 0; c = r->tree.nodes[c].next) {
-        folded(r, c, path, out);
-    }
-    path->len = len;
+    free(w.v);
 }
 
 static void metadata_of(const char *type_id, char *name, size_t nsize, char *units, size_t usize,
@@ -323,7 +345,7 @@ static void on_render(void *ctx, const struct fc_http_request *req, struct fc_ht
         struct fc_buf path;
         fc_buf_init(&path, 0);
         resp->content_type = "text/plain; charset=utf-8";
-        folded(&res, 0, &path, &resp->body);
+        folded(&res, &path, &resp->body);
         fc_buf_release(&path);
     } else if (format != NULL && strcmp(format, "pprof") == 0) {
         resp->content_type = "application/octet-stream";
@@ -430,24 +452,35 @@ static uint32_t fn_slot(struct fn_table *t, const char *name)
     return (uint32_t)t->n++;
 }
 
-static void fn_walk(struct fn_table *t, const struct fc_store_result *r, uint32_t node)
-{
-    const struct fc_tree_node *n = &r->tree.nodes[node];
-    uint32_t slot = 0;
+#define FN_EXIT (1ULL << 63)
 
-    if (node != 0) {
-        slot = fn_slot(t, r->names[node]);
-        t->v[slot].self += n->self;
-        if (t->on_path[slot]++ == 0) {
-            t->v[slot].total += n->total; /* recursion is not counted twice */
+/*
+ * Self and total per function over the tree, depth first. Iterative: an
+ * entry is a node to enter, or (FN_EXIT | slot) to leave one.
+ */
+static void fn_walk(struct fn_table *t, const struct fc_store_result *r)
+{
+    struct fc_u64s w = {0};
+
+    push_children(r, 0, 0, &w);
+    while (w.n > 0) {
+        uint64_t e = w.v[--w.n];
+        const struct fc_tree_node *n;
+        uint32_t slot;
+        if (e & FN_EXIT) {
+            t->on_path[(uint32_t)e]--;
+            continue;
         }
+        n = &r->tree.nodes[(uint32_t)e];
+        slot = fn_slot(t, r->names[(uint32_t)e]);
+        t->v[slot].self = fc_sat_add(t->v[slot].self, n->self);
+        if (t->on_path[slot]++ == 0) {
+            t->v[slot].total = fc_sat_add(t->v[slot].total, n->total); /* recursion once */
+        }
+        fc_u64s_push(&w, FN_EXIT | slot);
+        push_children(r, (uint32_t)e, 0, &w);
     }
-    for (uint32_t c = n->first; c != 0; c = r->tree.nodes[c].next) {
-        fn_walk(t, r, c);
-    }
-    if (node != 0) {
-        t->on_path[slot]--;
-    }
+    free(w.v);
 }
 
 /*
@@ -463,7 +496,7 @@ static void findings_json(const struct fc_store_result *r, size_t top, const cha
     char unit[64];
 
     fc_idmap_init(&t.index, 256);
-    fn_walk(&t, r, 0);
+    fn_walk(&t, r);
     if (t.n > 1) {
         qsort(t.v, t.n, sizeof(*t.v), by_self);
     }

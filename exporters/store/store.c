@@ -43,8 +43,9 @@ static const struct fc_field store_fields[] = {
     {"retention_interval", FC_FIELD_DURATION, "1m", OFF(retention_interval),
      "how often retention runs"},
     {"max_size", FC_FIELD_SIZE, "0", OFF(max_size),
-     "past 90% of this the oldest data is deleted, hour by hour, down to 80% (0 = no limit; "
-     "the database can never grow past it)"},
+     "pages in use past which writes are refused with 503 + Retry-After; past 90% of it "
+     "retention deletes the oldest data down to 80% (0 = no limit; the file may pass it by "
+     "one write group, within a headroom of max_size/4 (64 MiB to 4 GiB) kept for deletes)"},
     {"sync", FC_FIELD_ENUM, "batch", OFF(sync),
      "`batch`: requests arriving together share one fsync before any is acknowledged; "
      "`always`: one fsync per request; `none`: left to the OS (unsafe on power loss)",
@@ -91,8 +92,45 @@ static int store_create(struct fc_exporter *self, struct fc_error *err)
     x->retention_deleted = fc_metrics_counter(
         "flamecol_store_retention_deleted_total", labels,
         "Windows deleted by retention (age, size, or fine_retention compaction).");
+    for (int k = 0; k < FC_STORE_FAILURE_KINDS; k++) {
+        static const char *const reason[] = {"full", "no_space", "io"};
+        char l[300];
+        snprintf(l, sizeof(l), "%s,reason=\"%s\"", labels, reason[k]);
+        x->refused[k] = fc_metrics_counter(
+            "flamecol_store_refused_writes_total", l,
+            "Write groups the store refused (retryable: 503): max_size reached, disk full, "
+            "other I/O errors.");
+    }
     self->ctx = x;
     return FC_OK;
+}
+
+#define LOG_INTERVAL_NS (60 * 1000000000LL)
+
+/* Writer-thread errors that can repeat: one line per kind per minute, with a count. */
+static void log_limited(struct store_exporter *x, int kind, const char *msg)
+{
+    fc_log_limited(&x->log_limits[kind], LOG_INTERVAL_NS, FC_LOG_ERROR, x->self->id, "%s", msg);
+}
+
+/* After a write group: the refusal counters and, once a minute per cause, a log line. */
+static void account_write(struct store_exporter *x, int rc, const struct fc_error *err)
+{
+    for (int k = 0; k < FC_STORE_FAILURE_KINDS; k++) {
+        uint64_t now = fc_store_failures(x->store, (enum fc_store_failure)k);
+        if (now > x->refused_seen[k]) {
+            fc_metric_add(x->refused[k], (int64_t)(now - x->refused_seen[k]));
+            x->refused_seen[k] = now;
+            log_limited(x, k, err->msg);
+        }
+    }
+    if (rc != FC_OK && fc_store_full(x->store)) {
+        /* Full: retention runs at once (at most once a second) rather than at its interval. */
+        int64_t soon = fc_now_mono_ns() + 1000000000LL;
+        if (x->next_retention_ns > soon) {
+            x->next_retention_ns = soon;
+        }
+    }
 }
 
 /* Age, then size: runs on the writer thread, between commits. */
@@ -118,7 +156,9 @@ static void retention_pass(struct store_exporter *x)
         total += deleted;
     }
     if (err.code != FC_OK) {
-        fc_log_error(x->self->id, "retention: %s", err.msg);
+        char msg[600];
+        snprintf(msg, sizeof(msg), "retention: %s", err.msg);
+        log_limited(x, FC_STORE_FAILURE_KINDS, msg);
     }
     if (total > 0) {
         fc_metric_add(x->retention_deleted, (int64_t)total);
@@ -160,6 +200,13 @@ static void *writer_main(void *arg)
         if (x->head == NULL && x->stopping) {
             break;
         }
+        if (fc_now_mono_ns() >= x->next_retention_ns) {
+            /* Due under a steady load too: a full store must free space to accept again. */
+            pthread_mutex_unlock(&x->lock);
+            retention_pass(x);
+            pthread_mutex_lock(&x->lock);
+            x->next_retention_ns = fc_now_mono_ns() + x->cfg->retention_interval;
+        }
         /* Everything queued now goes into one transaction (group commit). */
         while (x->head != NULL && n < 256) {
             items[n] = x->head;
@@ -175,11 +222,13 @@ static void *writer_main(void *arg)
             for (size_t i = 0; i < n; i++) {
                 items[i]->rc = fc_store_write(x->store, &batches[i], 1, &items[i]->err);
                 fc_metric_add(x->commits, 1);
+                account_write(x, items[i]->rc, &items[i]->err);
             }
         } else {
             struct fc_error err = {0};
             int rc = fc_store_write(x->store, batches, n, &err);
             fc_metric_add(x->commits, 1);
+            account_write(x, rc, &err);
             for (size_t i = 0; i < n; i++) {
                 items[i]->rc = rc;
                 items[i]->err = err;
@@ -249,7 +298,7 @@ static int store_export(struct fc_exporter *self, struct fc_batch *b, struct fc_
     pthread_mutex_unlock(&x->lock);
     if (p.rc != FC_OK) {
         *err = p.err;
-        /* A full or failing disk is the operator's to fix; clients may retry later. */
+        /* Full (retention frees it) or a failing disk: clients retry after Retry-After. */
         return p.rc == FC_EIO ? FC_EUNAVAIL : p.rc;
     }
     return FC_OK;

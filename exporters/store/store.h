@@ -4,6 +4,8 @@
 
 #include "core/component.h"
 #include "core/http_server.h"
+#include "core/log.h"
+#include "core/mem.h"
 #include "storage/store.h"
 
 #include <pthread.h>
@@ -51,8 +53,36 @@ struct store_exporter {
     _Atomic int64_t *corrupt;
     _Atomic int64_t *used_bytes;
     _Atomic int64_t *retention_deleted;
-    int64_t next_retention_ns; /* CLOCK_MONOTONIC */
+    _Atomic int64_t *refused[FC_STORE_FAILURE_KINDS]; /* writes refused, by cause */
+    uint64_t refused_seen[FC_STORE_FAILURE_KINDS];    /* the store's counts already added */
+    int64_t next_retention_ns;                        /* CLOCK_MONOTONIC */
+    /* Writer-thread log lines under a lasting failure: one per kind per minute. */
+    struct fc_log_limit log_limits[FC_STORE_FAILURE_KINDS + 1]; /* the last: retention */
 };
+
+/* A growable list of u64: the work list of the (iterative) tree walks. */
+struct fc_u64s {
+    uint64_t *v;
+    size_t n, cap;
+};
+
+static inline void fc_u64s_push(struct fc_u64s *s, uint64_t x)
+{
+    if (s->n == s->cap) {
+        s->cap = s->cap ? s->cap * 2 : 64;
+        s->v = fc_xrealloc(s->v, s->cap * sizeof(*s->v));
+    }
+    s->v[s->n++] = x;
+}
+
+/*
+ * SelectSeries' step (seconds; 0 = 15 s) over [start_ms, end_ms] into a step
+ * of whole 10 s windows (ms) and a number of points. Refused (FC_EPROTO,
+ * naming the field): a step that is not finite or negative, times beyond
+ * +-4e12 ms, and, as Prometheus, more than 11,000 points at the requested step.
+ */
+int store_series_step(double step, int64_t start_ms, int64_t end_ms, int64_t *step_ms,
+                      size_t *points, struct fc_error *err);
 
 int store_query_routes(struct store_exporter *x, struct fc_http_server *srv, struct fc_error *err);
 int store_connect_routes(struct store_exporter *x, struct fc_http_server *srv,

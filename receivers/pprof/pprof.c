@@ -6,6 +6,7 @@
 
 #include "core/log.h"
 #include "core/mem.h"
+#include "core/timeutil.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -251,7 +252,8 @@ static void write_error(struct pprof_receiver *r, struct fc_http_response *resp,
         fc_http_response_header(resp, "Retry-After", secs);
     }
     if (status >= 500 || status == 429) {
-        fc_log_warn(r->self->id, "refused request: %s", err->msg);
+        fc_log_limited(&r->refused_log, 10 * FC_NS_PER_SEC, FC_LOG_WARN, r->self->id,
+                       "refused request: %s", err->msg);
     } else {
         fc_log_debug(r->self->id, "refused request (%d): %s", status, err->msg);
     }

@@ -4,6 +4,7 @@
 
 #include "core/component.h"
 #include "core/http_server.h"
+#include "core/log.h"
 #include "core/limits.h"
 #include "core/metrics.h"
 #include "formats/pprof.h"
@@ -30,6 +31,7 @@ struct pprof_receiver {
     const struct pprof_config *cfg;
     struct fc_pprof_limits limits;     /* what the pprof decoder enforces itself */
     _Atomic int64_t *truncated_stacks; /* stacks cut to max_stack_depth */
+    struct fc_log_limit refused_log;   /* 429/503 lines: one per 10 s under a flood */
     char *basic_expected;              /* "Basic base64(user:pass)", or NULL */
 };
 

@@ -4,6 +4,7 @@
  * equals a brute-force merge of exactly the profiles (and samples) in range,
  * and the number of windows merged stays within 2*9*levels + 2 per series.
  */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,6 +16,7 @@
 #include <cmocka.h>
 
 #include "core/buf.h"
+#include "exporters/store/store.h"
 #include "formats/folded.h"
 #include "formats/pprof.h"
 #include "formats/pyroscope.h"
@@ -622,6 +624,311 @@ static void test_compaction_rounds_old_ranges_out_to_100s(void **state)
     fc_store_close(s2);
 }
 
+/* A batch of one profile (tenant "lim", service svc) whose samples are given stacks and values. */
+static struct fc_batch *stacks_batch(const char *svc, int64_t time_s, uint32_t depth,
+                                     uint32_t n_names, const int64_t *values, size_t n_values)
+{
+    struct fc_batch *b = fc_batch_new(0);
+    struct fc_profile *p = fc_batch_add_profile(b);
+    struct fc_value_type vt;
+    uint32_t *locs = calloc(depth ? depth : 1, sizeof(uint32_t));
+    uint32_t *name_loc = calloc(n_names, sizeof(uint32_t));
+    char name[32];
+
+    assert_non_null(locs);
+    assert_non_null(name_loc);
+    assert_int_equal(fc_dict_cstring(b, "cpu", &vt.type), FC_OK);
+    assert_int_equal(fc_dict_cstring(b, "nanoseconds", &vt.unit), FC_OK);
+    assert_int_equal(fc_profile_set_sample_types(b, p, &vt, 1), FC_OK);
+    assert_int_equal(fc_dict_cstring(b, "cpu", &p->period_type.type), FC_OK);
+    assert_int_equal(fc_dict_cstring(b, "nanoseconds", &p->period_type.unit), FC_OK);
+    for (uint32_t i = 0; i < n_names; i++) {
+        struct fc_function f = {0};
+        struct fc_line line = {0};
+        struct fc_location l = {0};
+        snprintf(name, sizeof(name), "f%u", i);
+        assert_int_equal(fc_dict_cstring(b, name, &f.name), FC_OK);
+        assert_int_equal(fc_dict_function(b, &f, &line.function), FC_OK);
+        assert_int_equal(fc_dict_location(b, &l, &line, 1, &name_loc[i]), FC_OK);
+    }
+    /* Leaf first, as pprof; the frame k levels below the root is named f((k - 1) % n_names). */
+    for (uint32_t i = 0; i < depth; i++) {
+        locs[i] = name_loc[(depth - 1 - i) % n_names];
+    }
+    for (size_t k = 0; k < n_values; k++) {
+        struct fc_sample smp = {0};
+        assert_int_equal(fc_dict_stack(b, locs, depth, &smp.stack), FC_OK);
+        assert_int_equal(fc_profile_add_sample(b, p, &smp, &values[k], 1, NULL, 0), FC_OK);
+    }
+    fc_profile_set_label(b, p, "service_name", svc);
+    fc_profile_set_label(b, p, "__name__", "process_cpu");
+    p->time_ns = time_s * 1000000000LL;
+    fc_batch_set_tenant(b, "lim");
+    free(locs);
+    free(name_loc);
+    return b;
+}
+
+/* The depth of the tree's first-child chain (the stack as built: one child per level). */
+static uint32_t chain_depth(const struct fc_tree *t)
+{
+    uint32_t d = 0;
+
+    for (uint32_t n = t->nodes[0].first; n != 0; n = t->nodes[n].first) {
+        assert_int_equal(t->nodes[n].next, 0);
+        d++;
+    }
+    return d;
+}
+
+#define DEEP 300000
+
+/* One stack of 300,000 frames: written, merged (7 levels), encoded, decoded, queried. */
+static void test_deep_stack_round_trips(void **state)
+{
+    struct fc_store *s2 = open_sub("deep");
+    struct fc_error err = {0};
+    const int64_t v = 7;
+    struct fc_batch *b = stacks_batch("deep", BASE, DEEP, 1000, &v, 1);
+    struct fc_selector sel;
+    struct fc_store_query q = {0};
+    struct fc_store_result res;
+    struct fc_store_stats stats;
+    struct fc_tree copy;
+    struct fc_buf enc;
+
+    (void)state;
+    assert_int_equal(fc_store_write(s2, &b, 1, &err), FC_OK);
+    assert_int_equal(fc_store_write(s2, &b, 1, &err), FC_OK); /* merged into what is stored */
+    assert_int_equal(fc_selector_parse("process_cpu:cpu:nanoseconds:cpu:nanoseconds{}", &sel, &err),
+                     FC_OK);
+    q.tenant = "lim";
+    q.selector = &sel;
+    q.from_ns = (BASE - 3600) * 1000000000LL;
+    q.until_ns = (BASE + 3600) * 1000000000LL; /* coarse windows in the middle, fine at the edges */
+    assert_int_equal(fc_store_select_merge(s2, &q, &res, &stats, &err), FC_OK);
+    assert_int_equal(fc_tree_total(&res.tree), 14);
+    assert_int_equal(chain_depth(&res.tree), DEEP);
+    assert_string_equal(res.names[res.tree.nodes[0].first], "f0"); /* the root-most frame */
+    {
+        uint32_t leaf = 0;
+        while (res.tree.nodes[leaf].first != 0) {
+            leaf = res.tree.nodes[leaf].first;
+        }
+        assert_string_equal(res.names[leaf], "f999"); /* (DEEP - 1) % 1000 */
+        assert_int_equal(res.tree.nodes[leaf].self, 14);
+    }
+    /* The codec and the merge on their own, at that depth. */
+    fc_buf_init(&enc, 0);
+    assert_int_equal(fc_tree_encode(&res.tree, &enc), FC_OK);
+    fc_tree_init(&copy);
+    assert_int_equal(fc_tree_decode_merge(&copy, enc.data, enc.len, &err), FC_OK);
+    fc_tree_merge(&copy, &res.tree);
+    assert_int_equal(fc_tree_total(&copy), 28);
+    assert_int_equal(chain_depth(&copy), DEEP);
+    assert_int_equal(copy.n, DEEP + 1);
+    fc_tree_release(&copy);
+    fc_buf_release(&enc);
+    fc_store_result_release(&res);
+    fc_selector_release(&sel);
+    fc_batch_unref(b);
+    fc_store_close(s2);
+}
+
+/* Sums of outside values saturate at INT64_MAX and INT64_MIN instead of wrapping. */
+static void test_sums_saturate(void **state)
+{
+    struct fc_tree a, b2, c;
+    const uint32_t path[2] = {1, 2};
+    struct fc_buf enc;
+    struct fc_error err = {0};
+    struct fc_store *s2 = open_sub("saturate");
+    const int64_t big[3] = {INT64_MAX, INT64_MAX, 5};
+    struct fc_batch *b = stacks_batch("sat", BASE, 3, 3, big, 3);
+    struct fc_selector sel;
+    struct fc_store_query q = {0};
+    int64_t buckets[4];
+
+    (void)state;
+    fc_tree_init(&a);
+    fc_tree_insert(&a, path, 2, INT64_MAX);
+    fc_tree_insert(&a, path, 2, INT64_MAX);
+    fc_tree_insert(&a, path, 1, 3);
+    assert_int_equal(fc_tree_total(&a), INT64_MAX);
+    fc_tree_init(&b2);
+    fc_tree_insert(&b2, path, 2, INT64_MIN);
+    fc_tree_insert(&b2, path, 2, -1); /* diffs: negative values saturate too */
+    assert_int_equal(fc_tree_total(&b2), INT64_MIN);
+    fc_tree_init(&c);
+    fc_tree_insert(&c, path, 2, INT64_MIN);
+    fc_tree_merge(&b2, &c); /* INT64_MIN + INT64_MIN */
+    assert_int_equal(fc_tree_total(&b2), INT64_MIN);
+    assert_int_equal(b2.nodes[b2.nodes[b2.nodes[0].first].first].self, INT64_MIN);
+    fc_tree_release(&c);
+    fc_tree_init(&c);
+    fc_tree_insert(&c, path, 2, 1);
+    fc_tree_merge(&a, &c); /* INT64_MAX + 1 */
+    assert_int_equal(fc_tree_total(&a), INT64_MAX);
+    fc_tree_release(&c);
+    /* Decoding sums again: stays saturated. */
+    fc_buf_init(&enc, 0);
+    assert_int_equal(fc_tree_encode(&a, &enc), FC_OK);
+    fc_tree_init(&c);
+    assert_int_equal(fc_tree_decode_merge(&c, enc.data, enc.len, &err), FC_OK);
+    assert_int_equal(fc_tree_decode_merge(&c, enc.data, enc.len, &err), FC_OK);
+    assert_int_equal(fc_tree_total(&c), INT64_MAX);
+    assert_int_equal(fc_sat_add(INT64_MIN, -5), INT64_MIN);
+    assert_int_equal(fc_sat_add(INT64_MAX, -5), INT64_MAX - 5);
+    assert_int_equal(fc_sat_mul(INT64_MAX / 2, 3), INT64_MAX);
+    assert_int_equal(fc_sat_mul(INT64_MAX / 2, -3), INT64_MIN);
+    fc_tree_release(&a);
+    fc_tree_release(&b2);
+    fc_tree_release(&c);
+    fc_buf_release(&enc);
+    /* Through the store: two profiles of INT64_MAX + INT64_MAX + 5 in one window. */
+    assert_int_equal(fc_store_write(s2, &b, 1, &err), FC_OK);
+    assert_int_equal(fc_store_write(s2, &b, 1, &err), FC_OK);
+    assert_int_equal(fc_selector_parse("process_cpu:cpu:nanoseconds:cpu:nanoseconds{}", &sel, &err),
+                     FC_OK);
+    q.tenant = "lim";
+    q.selector = &sel;
+    assert_int_equal(range_total(s2, &q, BASE - 1000, BASE + 1000), INT64_MAX);
+    q.from_ns = (BASE - 20) * 1000000000LL;
+    q.until_ns = (BASE + 20) * 1000000000LL;
+    assert_int_equal(fc_store_timeline(s2, &q, 10000000000LL, buckets, 4, &err), FC_OK);
+    assert_int_equal(buckets[2], INT64_MAX);
+    fc_selector_release(&sel);
+    fc_batch_unref(b);
+    fc_store_close(s2);
+}
+
+/* SelectSeries' step: what Prometheus refuses, and no division by a zero step. */
+static void test_series_step(void **state)
+{
+    struct fc_error err = {0};
+    int64_t step_ms = -1;
+    size_t points = 0;
+    const int64_t hour = 3600000, now = 1700000000000LL;
+
+    (void)state;
+    assert_int_equal(store_series_step(15, now - hour, now, &step_ms, &points, &err), FC_OK);
+    assert_int_equal(step_ms, 20000); /* 15 s rounded up to whole 10 s windows */
+    assert_int_equal(points, 181);    /* (now - floor(now - 1 h, 20 s)) / 20 s + 1 */
+    assert_int_equal(store_series_step(0, now - hour, now, &step_ms, &points, &err), FC_OK);
+    assert_int_equal(step_ms, 20000); /* 0 = the default, 15 s */
+    /* 1e-300 s: 3.6e302 points. */
+    err.code = FC_OK;
+    assert_int_equal(store_series_step(1e-300, now - hour, now, &step_ms, &points, &err),
+                     FC_EPROTO);
+    assert_non_null(strstr(err.msg, "step: exceeded maximum resolution of 11,000 points"));
+    /* 1 h / 11,000 points: 0.3273 s is 11,000.x points and refused, 0.3274 s is 10,996.9 + 1. */
+    assert_int_equal(store_series_step(0.3272, now - hour, now, &step_ms, &points, &err),
+                     FC_EPROTO);
+    assert_int_equal(store_series_step(0.3274, now - hour, now, &step_ms, &points, &err), FC_OK);
+    assert_int_equal(step_ms, 10000);
+    assert_int_equal(points, 361);
+    /* An empty range takes any step. */
+    assert_int_equal(store_series_step(1e-300, now, now, &step_ms, &points, &err), FC_OK);
+    assert_int_equal(points, 1);
+    assert_int_equal(store_series_step(1e300, now - hour, now, &step_ms, &points, &err), FC_OK);
+    assert_int_equal(points, 1);
+    assert_true(step_ms > 0 && step_ms <= 4000000000000LL);
+    assert_int_equal(store_series_step(-1, now - hour, now, &step_ms, &points, &err), FC_EPROTO);
+    assert_non_null(strstr(err.msg, "step"));
+    assert_int_equal(store_series_step(NAN, now - hour, now, &step_ms, &points, &err), FC_EPROTO);
+    assert_int_equal(store_series_step(INFINITY, now - hour, now, &step_ms, &points, &err),
+                     FC_EPROTO);
+    assert_int_equal(store_series_step(15, INT64_MIN, now, &step_ms, &points, &err), FC_EPROTO);
+    assert_int_equal(store_series_step(15, 0, INT64_MAX, &step_ms, &points, &err), FC_EPROTO);
+}
+
+/*
+ * max_size reached: writes are refused as retryable; retention (trim, as the
+ * exporter runs it) deletes the oldest data and writes are accepted again.
+ */
+static void test_full_store_recovers(void **state)
+{
+    char sub[256];
+    struct fc_store_options o = {0};
+    struct fc_store *s2;
+    struct fc_error err = {0};
+    struct fc_selector sel;
+    struct fc_store_query q = {0};
+    const int64_t max = 512 * 1024;
+    int64_t values[200];
+    int64_t t = BASE, last = 0;
+    uint64_t deleted = 0;
+    int written = 0, rc = FC_OK;
+
+    (void)state;
+    for (int i = 0; i < 200; i++) {
+        values[i] = 1;
+    }
+    snprintf(sub, sizeof(sub), "%s/full", dir);
+    o.path = sub;
+    o.sync = FC_SYNC_NONE;
+    o.max_size = max;
+    assert_int_equal(fc_store_open(&o, &s2, &err), FC_OK);
+    /* Profiles a minute apart, each 200 samples of one 3-frame stack: total 200 each. */
+    for (; written < 100000; written++, t += 60) {
+        struct fc_batch *b = stacks_batch("full", t, 3 + (uint32_t)(written % 50), 60, values, 200);
+        rc = fc_store_write(s2, &b, 1, &err);
+        fc_batch_unref(b);
+        if (rc != FC_OK) {
+            break;
+        }
+        last = t;
+    }
+    assert_int_equal(rc, FC_EUNAVAIL);
+    assert_true(fc_err_retryable(rc));
+    assert_non_null(strstr(err.msg, "max_size"));
+    assert_true(written > 20);
+    assert_true(fc_store_full(s2));
+    assert_true(fc_store_failures(s2, FC_STORE_FULL) >= 1);
+    assert_true(fc_store_used_bytes(s2) >= max);
+    assert_int_equal(fc_selector_parse("process_cpu:cpu:nanoseconds:cpu:nanoseconds{}", &sel, &err),
+                     FC_OK);
+    q.tenant = "lim";
+    q.selector = &sel;
+    assert_int_equal(range_total(s2, &q, BASE, BASE + 10), 200);
+    assert_int_equal(fc_store_trim(s2, max / 10 * 9, max / 10 * 8, t, &deleted, &err), FC_OK);
+    assert_true(deleted > 0);
+    assert_false(fc_store_full(s2));
+    assert_true(fc_store_used_bytes(s2) <= max / 10 * 8);
+    assert_int_equal(range_total(s2, &q, BASE, BASE + 10), 0);   /* the oldest went */
+    assert_int_equal(range_total(s2, &q, last, last + 10), 200); /* the newest stayed */
+    {
+        struct fc_batch *b = stacks_batch("full", t, 3, 60, values, 200);
+        assert_int_equal(fc_store_write(s2, &b, 1, &err), FC_OK); /* accepted again */
+        fc_batch_unref(b);
+    }
+    assert_int_equal(range_total(s2, &q, t, t + 10), 200);
+    fc_selector_release(&sel);
+    fc_store_close(s2);
+}
+
+/* One process per data directory: a second open fails naming the directory and the holder. */
+static void test_second_open_is_refused(void **state)
+{
+    char sub[256], want[64];
+    struct fc_store_options o = {0};
+    struct fc_store *s2, *s3;
+    struct fc_error err = {0};
+
+    (void)state;
+    snprintf(sub, sizeof(sub), "%s/locked", dir);
+    o.path = sub;
+    o.sync = FC_SYNC_NONE;
+    assert_int_equal(fc_store_open(&o, &s2, &err), FC_OK);
+    assert_int_equal(fc_store_open(&o, &s3, &err), FC_EIO);
+    assert_non_null(strstr(err.msg, sub));
+    snprintf(want, sizeof(want), "in use by another flamecol (pid %ld)", (long)getpid());
+    assert_non_null(strstr(err.msg, want));
+    fc_store_close(s2);
+    assert_int_equal(fc_store_open(&o, &s3, &err), FC_OK); /* released with the first */
+    fc_store_close(s3);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -633,6 +940,11 @@ int main(void)
         cmocka_unit_test(test_selector_errors),
         cmocka_unit_test(test_corrupt_window_is_skipped),
         cmocka_unit_test(test_retention_deletes_old_windows_and_frees_pages),
+        cmocka_unit_test(test_deep_stack_round_trips),
+        cmocka_unit_test(test_sums_saturate),
+        cmocka_unit_test(test_series_step),
+        cmocka_unit_test(test_full_store_recovers),
+        cmocka_unit_test(test_second_open_is_refused),
     };
     return cmocka_run_group_tests_name("store", tests, setup, teardown);
 }

@@ -1,0 +1,292 @@
+/*
+ * Space: retention by age and by size, fine_retention compaction, and the
+ * accounting of pages in use that max_size is enforced on.
+ *
+ * Deletes run in transactions of at most DELETE_CHUNK keys. A delete is a
+ * write too (copy-on-write pages, the free list): should the map be full,
+ * the chunk halves down to one key, and since the map is larger than
+ * max_size (writes are refused at max_size, see fc_store_open) there is
+ * always room for that. Pages freed by one chunk are reused by the next.
+ */
+#include "storage/store_int.h"
+
+#include "core/mem.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define DELETE_CHUNK 16384
+
+/* Node keys: tenant 0 be32(series) u8(level) be64(window); tenants hold no 0 byte. */
+static bool node_key_parts(const MDB_val *kv, int *level, int64_t *window)
+{
+    const uint8_t *p = kv->mv_data;
+    const uint8_t *zero = memchr(p, 0, kv->mv_size);
+
+    if (zero == NULL || (size_t)(zero - p) + 1 + 13 != kv->mv_size) {
+        return false;
+    }
+    *level = zero[5];
+    *window = (int64_t)be64(zero + 6);
+    return *level < FC_STORE_LEVELS;
+}
+
+/* What a retention pass deletes: windows of levels <= max_level ending by cutoff_s. */
+struct doomed {
+    int64_t cutoff_s;
+    int max_level;
+};
+
+static bool node_doomed(const MDB_val *kv, const struct doomed *d)
+{
+    int level;
+    int64_t window;
+
+    return node_key_parts(kv, &level, &window) && level <= d->max_level &&
+           window <= d->cutoff_s - fc_store_level_secs[level];
+}
+
+/* Span keys: tenant 0 be64(span) be32(series) be64(10 s window). */
+static bool span_doomed(const MDB_val *kv, const struct doomed *d)
+{
+    const uint8_t *p = kv->mv_data;
+    const uint8_t *zero = memchr(p, 0, kv->mv_size);
+
+    return zero != NULL && (size_t)(zero - p) + 21 == kv->mv_size &&
+           (int64_t)be64(zero + 13) <= d->cutoff_s - 10;
+}
+
+typedef bool (*doomed_fn)(const MDB_val *kv, const struct doomed *d);
+
+/*
+ * One transaction: deletes up to chunk doomed keys of db from *resume on
+ * (empty: the first key). Sets *more and *resume when it stopped early.
+ */
+static int delete_chunk(struct fc_store *s, MDB_dbi db, doomed_fn doomed, const struct doomed *d,
+                        size_t chunk, struct fc_buf *resume, bool *more, uint64_t *n)
+{
+    MDB_txn *txn;
+    MDB_cursor *c;
+    MDB_val kv = val(resume->data, resume->len), v;
+    int rc = mdb_txn_begin(s->env, NULL, 0, &txn);
+    int g;
+
+    *more = false;
+    *n = 0;
+    if (rc != 0) {
+        return rc;
+    }
+    if ((rc = mdb_cursor_open(txn, db, &c)) != 0) {
+        mdb_txn_abort(txn);
+        return rc;
+    }
+    g = mdb_cursor_get(c, &kv, &v, resume->len ? MDB_SET_RANGE : MDB_FIRST);
+    for (; g == 0; g = mdb_cursor_get(c, &kv, &v, MDB_NEXT)) {
+        if (!doomed(&kv, d)) {
+            continue;
+        }
+        if (*n == chunk) {
+            fc_buf_reset(resume);
+            fc_buf_append(resume, kv.mv_data, kv.mv_size);
+            *more = true;
+            break;
+        }
+        if ((rc = mdb_cursor_del(c, 0)) != 0) {
+            break;
+        }
+        (*n)++;
+    }
+    if (rc == 0 && g != 0 && g != MDB_NOTFOUND) {
+        rc = g;
+    }
+    mdb_cursor_close(c);
+    if (rc != 0) {
+        mdb_txn_abort(txn); /* after a failed operation LMDB refuses the commit anyway */
+        return rc;
+    }
+    return mdb_txn_commit(txn);
+}
+
+/* Deletes every doomed key of db, chunk by chunk; halves the chunk on a full map. */
+static int delete_keys(struct fc_store *s, MDB_dbi db, doomed_fn doomed, const struct doomed *d,
+                       uint64_t *deleted, struct fc_error *err)
+{
+    struct fc_buf resume;
+    size_t chunk = DELETE_CHUNK;
+    bool more = true;
+    int rc = 0;
+
+    fc_buf_init(&resume, 0);
+    while (more) {
+        struct fc_buf at;
+        uint64_t n = 0;
+        fc_buf_init(&at, 0);
+        fc_buf_append(&at, resume.data, resume.len);
+        rc = delete_chunk(s, db, doomed, d, chunk, &resume, &more, &n);
+        if (rc == MDB_MAP_FULL && chunk > 1) {
+            chunk /= 2; /* the same keys again, fewer at a time */
+            fc_buf_reset(&resume);
+            fc_buf_append(&resume, at.data, at.len);
+            more = true;
+            rc = 0;
+        } else if (rc == 0) {
+            *deleted += n;
+            chunk = chunk * 2 > DELETE_CHUNK ? DELETE_CHUNK : chunk * 2;
+        } else {
+            more = false;
+        }
+        fc_buf_release(&at);
+    }
+    fc_buf_release(&resume);
+    fc_store_refresh_used(s);
+    return rc ? fc_store_lmdb_error(err, rc, "retention") : FC_OK;
+}
+
+/* Compaction remembers its cutoff before deleting, so queries never see the gap. */
+static int set_coarse_before(struct fc_store *s, int64_t cutoff_s, struct fc_error *err)
+{
+    MDB_txn *txn;
+    MDB_val kv = val(fc_store_coarse_key, sizeof(fc_store_coarse_key) - 1);
+    MDB_val v = val(&cutoff_s, sizeof(cutoff_s));
+    int rc = mdb_txn_begin(s->env, NULL, 0, &txn);
+
+    if (rc == 0 && (rc = mdb_put(txn, s->db[DB_META], &kv, &v, 0)) != 0) {
+        mdb_txn_abort(txn);
+    } else if (rc == 0) {
+        rc = mdb_txn_commit(txn);
+    }
+    if (rc != 0) {
+        return fc_store_lmdb_error(err, rc, "compaction");
+    }
+    atomic_store(&s->coarse_before, cutoff_s);
+    return FC_OK;
+}
+
+int fc_store_delete_before(struct fc_store *s, int64_t cutoff_s, uint64_t *deleted,
+                           struct fc_error *err)
+{
+    struct doomed d = {cutoff_s, FC_STORE_LEVELS - 1};
+    int rc;
+
+    *deleted = 0;
+    rc = delete_keys(s, s->db[DB_NODE], node_doomed, &d, deleted, err);
+    return rc ? rc : delete_keys(s, s->db[DB_SPAN], span_doomed, &d, deleted, err);
+}
+
+int fc_store_compact_before(struct fc_store *s, int64_t cutoff_s, uint64_t *deleted,
+                            struct fc_error *err)
+{
+    struct doomed d;
+    int rc;
+
+    *deleted = 0;
+    /* Whole 100 s windows only, so a level-1 window is either all fine or all coarse. */
+    cutoff_s = (cutoff_s >= 0 ? cutoff_s / 100 : (cutoff_s - 99) / 100) * 100;
+    /* Never back: late profiles written into the compacted past are compacted too. */
+    if (cutoff_s < atomic_load(&s->coarse_before)) {
+        cutoff_s = atomic_load(&s->coarse_before);
+    }
+    if (cutoff_s != atomic_load(&s->coarse_before) &&
+        (rc = set_coarse_before(s, cutoff_s, err)) != FC_OK) {
+        return rc;
+    }
+    d.cutoff_s = cutoff_s;
+    d.max_level = 0;
+    return delete_keys(s, s->db[DB_NODE], node_doomed, &d, deleted, err);
+}
+
+int64_t fc_store_oldest(struct fc_store *s)
+{
+    MDB_txn *txn;
+    MDB_cursor *c;
+    MDB_val kv, v;
+    int64_t oldest = INT64_MAX;
+
+    if (mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn) != 0) {
+        return oldest;
+    }
+    if (mdb_cursor_open(txn, s->db[DB_NODE], &c) == 0) {
+        for (int g = mdb_cursor_get(c, &kv, &v, MDB_FIRST); g == 0;
+             g = mdb_cursor_get(c, &kv, &v, MDB_NEXT)) {
+            int level;
+            int64_t window;
+            /* Level 1 too: compacted data has no 10 s windows left. */
+            if (node_key_parts(&kv, &level, &window) && level <= 1 && window < oldest) {
+                oldest = window;
+            }
+        }
+        mdb_cursor_close(c);
+    }
+    mdb_txn_abort(txn);
+    return oldest;
+}
+
+int fc_store_trim(struct fc_store *s, int64_t high, int64_t low, int64_t now_s, uint64_t *deleted,
+                  struct fc_error *err)
+{
+    int64_t used = fc_store_used_bytes(s);
+    int64_t cutoff, step;
+
+    *deleted = 0;
+    if (used <= high || (cutoff = fc_store_oldest(s)) == INT64_MAX || cutoff >= now_s) {
+        return FC_OK;
+    }
+    /* Oldest first, a 64th of the stored time span at a time (whole 10 s), until under low. */
+    step = ((now_s - cutoff) / 64 + 9) / 10 * 10;
+    step = step < 10 ? 10 : step;
+    while (used > low && cutoff < now_s) {
+        uint64_t n = 0;
+        int rc;
+        cutoff = now_s - cutoff > step ? cutoff + step : now_s;
+        if ((rc = fc_store_delete_before(s, cutoff, &n, err)) != FC_OK) {
+            return rc;
+        }
+        *deleted += n;
+        used = fc_store_used_bytes(s);
+    }
+    return FC_OK;
+}
+
+int64_t fc_store_used_bytes(struct fc_store *s)
+{
+    MDB_envinfo info;
+    MDB_stat st;
+    MDB_txn *txn;
+    MDB_cursor *c;
+    MDB_val kv, v;
+    uint64_t free_pages = 0;
+
+    if (mdb_env_info(s->env, &info) != 0 || mdb_env_stat(s->env, &st) != 0 ||
+        mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn) != 0) {
+        return 0;
+    }
+    /* The free list is database 0; each value is a page list whose first word is its length. */
+    if (mdb_cursor_open(txn, 0, &c) == 0) {
+        for (int g = mdb_cursor_get(c, &kv, &v, MDB_FIRST); g == 0;
+             g = mdb_cursor_get(c, &kv, &v, MDB_NEXT)) {
+            size_t count;
+            if (v.mv_size >= sizeof(size_t)) {
+                memcpy(&count, v.mv_data, sizeof(size_t));
+                free_pages += count;
+            }
+        }
+        mdb_cursor_close(c);
+    }
+    mdb_txn_abort(txn);
+    return (int64_t)(((uint64_t)info.me_last_pgno + 1 - free_pages) * st.ms_psize);
+}
+
+void fc_store_refresh_used(struct fc_store *s)
+{
+    atomic_store(&s->used, fc_store_used_bytes(s));
+}
+
+bool fc_store_full(struct fc_store *s)
+{
+    return s->max_size > 0 && atomic_load(&s->used) >= s->max_size;
+}
+
+uint64_t fc_store_failures(struct fc_store *s, enum fc_store_failure kind)
+{
+    return kind < FC_STORE_FAILURE_KINDS ? atomic_load(&s->failures[kind]) : 0;
+}
