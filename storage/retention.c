@@ -195,54 +195,105 @@ int fc_store_compact_before(struct fc_store *s, int64_t cutoff_s, uint64_t *dele
     return delete_keys(s, s->db[DB_NODE], node_doomed, &d, deleted, err);
 }
 
-int64_t fc_store_oldest(struct fc_store *s)
+/*
+ * What the node table spans: the oldest start of a 10 s or 100 s window
+ * (compacted data has no 10 s windows left) and of any window (INT64_MAX
+ * when there are none), and the latest end of any window (INT64_MIN).
+ */
+static void stored_span(struct fc_store *s, int64_t *oldest_fine, int64_t *oldest_any,
+                        int64_t *newest_end)
 {
     MDB_txn *txn;
     MDB_cursor *c;
     MDB_val kv, v;
-    int64_t oldest = INT64_MAX;
 
+    *oldest_fine = *oldest_any = INT64_MAX;
+    *newest_end = INT64_MIN;
     if (mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn) != 0) {
-        return oldest;
+        return;
     }
     if (mdb_cursor_open(txn, s->db[DB_NODE], &c) == 0) {
         for (int g = mdb_cursor_get(c, &kv, &v, MDB_FIRST); g == 0;
              g = mdb_cursor_get(c, &kv, &v, MDB_NEXT)) {
             int level;
             int64_t window;
-            /* Level 1 too: compacted data has no 10 s windows left. */
-            if (node_key_parts(&kv, &level, &window) && level <= 1 && window < oldest) {
-                oldest = window;
+            if (!node_key_parts(&kv, &level, &window)) {
+                continue;
+            }
+            if (level <= 1 && window < *oldest_fine) {
+                *oldest_fine = window;
+            }
+            if (window < *oldest_any) {
+                *oldest_any = window;
+            }
+            if (window + fc_store_level_secs[level] > *newest_end) {
+                *newest_end = window + fc_store_level_secs[level];
             }
         }
         mdb_cursor_close(c);
     }
     mdb_txn_abort(txn);
-    return oldest;
+}
+
+int64_t fc_store_oldest(struct fc_store *s)
+{
+    int64_t fine, any, newest_end;
+
+    stored_span(s, &fine, &any, &newest_end);
+    return fine;
+}
+
+/* Deletes windows ending by ever later cutoffs, a 64th of [cutoff, limit) at a time. */
+static int trim_until(struct fc_store *s, int64_t *cutoff, int64_t limit, int64_t low,
+                      int64_t *used, uint64_t *deleted, struct fc_error *err)
+{
+    int64_t step = ((limit - *cutoff) / 64 + 9) / 10 * 10;
+
+    step = step < 10 ? 10 : step;
+    while (*used > low && *cutoff < limit) {
+        uint64_t n = 0;
+        int rc;
+        *cutoff = limit - *cutoff > step ? *cutoff + step : limit;
+        if ((rc = fc_store_delete_before(s, *cutoff, &n, err)) != FC_OK) {
+            return rc;
+        }
+        *deleted += n;
+        *used = fc_store_used_bytes(s);
+    }
+    return FC_OK;
 }
 
 int fc_store_trim(struct fc_store *s, int64_t high, int64_t low, int64_t now_s, uint64_t *deleted,
                   struct fc_error *err)
 {
     int64_t used = fc_store_used_bytes(s);
-    int64_t cutoff, step;
+    int64_t cutoff, oldest_any, newest_end;
+    int rc;
 
     *deleted = 0;
-    if (used <= high || (cutoff = fc_store_oldest(s)) == INT64_MAX || cutoff >= now_s) {
+    if (used <= high) {
         return FC_OK;
     }
-    /* Oldest first, a 64th of the stored time span at a time (whole 10 s), until under low. */
-    step = ((now_s - cutoff) / 64 + 9) / 10 * 10;
-    step = step < 10 ? 10 : step;
-    while (used > low && cutoff < now_s) {
-        uint64_t n = 0;
-        int rc;
-        cutoff = now_s - cutoff > step ? cutoff + step : now_s;
-        if ((rc = fc_store_delete_before(s, cutoff, &n, err)) != FC_OK) {
-            return rc;
-        }
-        *deleted += n;
-        used = fc_store_used_bytes(s);
+    stored_span(s, &cutoff, &oldest_any, &newest_end);
+    if (cutoff == INT64_MAX) {
+        cutoff = oldest_any; /* only coarse windows left */
+    }
+    if (cutoff == INT64_MAX) {
+        return FC_OK;
+    }
+    /* Oldest first, up to now. */
+    if (cutoff < now_s && (rc = trim_until(s, &cutoff, now_s, low, &used, deleted, err)) != FC_OK) {
+        return rc;
+    }
+    /*
+     * Still over: what is left is future-dated, or windows that have not ended yet.
+     * Deleting them (still oldest first) beats a store that refuses every write for ever.
+     */
+    if (cutoff < now_s) {
+        cutoff = now_s;
+    }
+    if (used > low && cutoff < newest_end) {
+        return trim_until(s, &cutoff, newest_end, low, &used, deleted, err);
     }
     return FC_OK;
 }

@@ -194,6 +194,29 @@ class FullStoreTest(unittest.TestCase):
             self.assertEqual(c.stop(), 0, c.log())
 
 
+    def test_full_of_future_dated_data_heals_too(self):
+        """Profiles dated a month ahead (a skewed clock, or a hostile client) fill the store;
+        retention cannot wait for their windows to end, and deletes them oldest first."""
+        with Collector(LIMITED) as c:
+            base = int(time.time()) + 30 * 86400
+            i, refused, accepted_after = 0, False, 0
+            deadline = time.monotonic() + DEADLINE
+            while accepted_after < 5:
+                self.assertLess(time.monotonic(), deadline, "never healed:\n" + c.log())
+                status, headers, body = push(c, base + i * 60)
+                i += 1
+                if status == 200:
+                    accepted_after += refused
+                    continue
+                self.assertEqual(status, 503, body)
+                self.assertIn("Retry-After", headers)
+                refused = True
+                time.sleep(0.2)
+            self.assertEqual(total_at(c, base + (i - 1) * 60), PUSH_TOTAL)
+            self.assertEqual(total_at(c, base), 0)
+            self.assertEqual(c.stop(), 0, c.log())
+
+
 class DiskFullTest(unittest.TestCase):
     def shim(self):
         path = os.path.join(os.path.dirname(os.path.abspath(BIN)), "tests", "faults",
