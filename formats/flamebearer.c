@@ -7,29 +7,123 @@
 #include <stdbool.h>
 #include <string.h>
 
-struct item {
-    uint32_t node; /* tree node, or UINT32_MAX for a synthetic "other" */
-    int64_t x;     /* absolute left offset, ticks */
-    int64_t total;
-    int64_t self;
-    uint32_t name; /* index in the names array */
+/*
+ * Trees come from outside (one stack of 300,000 frames is one request), so
+ * no walk here recurses: each keeps its own stack of frames on the heap,
+ * owned by the build that made it and freed before it returns. Sums of
+ * node values saturate (fc_sat_add) instead of wrapping.
+ */
+
+/* Makes room for n + 1 elements of size bytes in *v (capacity *cap). */
+static void *grow(void *v, size_t *cap, size_t n, size_t size)
+{
+    if (n < *cap) {
+        return v;
+    }
+    *cap = *cap ? *cap * 2 : 64;
+    return fc_xrealloc(v, *cap * size);
+}
+
+/* x - end, saturating (tree.h has the sum; this is its difference). */
+static int64_t sat_delta(int64_t x, int64_t end)
+{
+    int64_t r;
+    if (__builtin_sub_overflow(x, end, &r)) {
+        return end < 0 ? INT64_MAX : INT64_MIN;
+    }
+    return r;
+}
+
+/*
+ * The output names: one index per distinct string, in first-use order,
+ * found through an open-addressing table of indices (index + 1; 0 = empty).
+ */
+struct names {
+    const char **v; /* room for every name, allocated by the caller */
+    size_t n;
+    uint32_t *slots;
+    size_t n_slots; /* a power of two, at least twice n */
 };
 
-struct level {
-    struct item *v;
-    size_t n, cap;
+static uint64_t str_hash(const char *s)
+{
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+    for (; *s != '\0'; s++) {
+        h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+    }
+    return h;
+}
+
+static void names_rehash(struct names *t)
+{
+    size_t n_slots = t->n_slots ? t->n_slots * 2 : 64;
+
+    free(t->slots);
+    t->slots = fc_xcalloc(n_slots, sizeof(uint32_t));
+    t->n_slots = n_slots;
+    for (size_t i = 0; i < t->n; i++) {
+        size_t at = (size_t)str_hash(t->v[i]) & (n_slots - 1);
+        while (t->slots[at] != 0) {
+            at = (at + 1) & (n_slots - 1);
+        }
+        t->slots[at] = (uint32_t)i + 1;
+    }
+}
+
+static uint32_t names_index(struct names *t, const char *s)
+{
+    size_t at;
+
+    if ((t->n + 1) * 2 > t->n_slots) {
+        names_rehash(t);
+    }
+    at = (size_t)str_hash(s) & (t->n_slots - 1);
+    for (; t->slots[at] != 0; at = (at + 1) & (t->n_slots - 1)) {
+        if (strcmp(t->v[t->slots[at] - 1], s) == 0) {
+            return t->slots[at] - 1;
+        }
+    }
+    t->v[t->n] = s;
+    t->slots[at] = (uint32_t)++t->n;
+    return (uint32_t)t->n - 1;
+}
+
+/* ---- single ------------------------------------------------------------------------------- */
+
+struct item {
+    int64_t x; /* absolute left offset, ticks */
+    int64_t total;
+    int64_t self;
+    uint32_t name;  /* index in the output names */
+    uint32_t depth; /* level */
+};
+
+struct kid {
+    uint32_t node;
+    const char *name;
+};
+
+/* A node being walked: its kept children are kids[kid_base, kid_base + nk). */
+struct frame {
+    size_t kid_base, nk, i; /* i: the next child to walk */
+    int64_t cx;             /* where that child starts */
+    int64_t other;          /* the children folded into "other" */
+    uint32_t depth;
 };
 
 struct ctx {
     const struct fc_tree *t;
     char *const *names;
     int64_t min_total;
-    /* Output name table: tree node -> index, first visit order. */
-    uint32_t *name_index;
-    const char **out_names;
-    size_t n_names;
+    struct names out_names;
     uint32_t other_index;
-    struct level *levels;
+    /* Every node placed, in the order the levels list them (depth first). */
+    struct item *items;
+    size_t n_items, cap_items;
+    struct frame *frames;
+    size_t n_frames, cap_frames;
+    struct kid *kids;
+    size_t n_kids, cap_kids;
     size_t n_levels;
 };
 
@@ -39,103 +133,90 @@ static int by_total_desc(const void *a, const void *b)
     return x < y ? 1 : x > y ? -1 : 0;
 }
 
-static void push(struct ctx *c, size_t depth, struct item it)
-{
-    struct level *l;
-
-    if (depth >= c->n_levels) {
-        c->levels = fc_xrealloc(c->levels, (depth + 1) * sizeof(*c->levels));
-        memset(c->levels + c->n_levels, 0, (depth + 1 - c->n_levels) * sizeof(*c->levels));
-        c->n_levels = depth + 1;
-    }
-    l = &c->levels[depth];
-    if (l->n == l->cap) {
-        l->cap = l->cap ? l->cap * 2 : 64;
-        l->v = fc_xrealloc(l->v, l->cap * sizeof(*l->v));
-    }
-    l->v[l->n++] = it;
-}
-
-/* Names are shared by string: one index per distinct name, in first-visit order. */
-static uint32_t name_of(struct ctx *c, uint32_t node)
-{
-    const char *s = c->names[node];
-
-    if (c->name_index[node] != 0) {
-        return c->name_index[node] - 1;
-    }
-    for (size_t i = 0; i < c->n_names; i++) {
-        if (strcmp(c->out_names[i], s) == 0) {
-            c->name_index[node] = (uint32_t)i + 1;
-            return (uint32_t)i;
-        }
-    }
-    c->out_names[c->n_names] = s;
-    c->name_index[node] = (uint32_t)++c->n_names;
-    return c->name_index[node] - 1;
-}
-
-struct kid {
-    uint32_t node;
-    const char *name;
-};
-
 static int by_name(const void *a, const void *b)
 {
     return strcmp(((const struct kid *)a)->name, ((const struct kid *)b)->name);
 }
 
-static void walk(struct ctx *c, uint32_t node, size_t depth, int64_t x)
+static void place(struct ctx *c, uint32_t depth, int64_t x, int64_t total, int64_t self,
+                  uint32_t name)
+{
+    c->items = grow(c->items, &c->cap_items, c->n_items, sizeof(*c->items));
+    c->items[c->n_items++] = (struct item){x, total, self, name, depth};
+    if (depth >= c->n_levels) {
+        c->n_levels = (size_t)depth + 1;
+    }
+}
+
+/*
+ * Places node at x and pushes its frame: children sorted by name, those
+ * below min_total (and any named "other") summed into one "other" child.
+ */
+static void enter(struct ctx *c, uint32_t node, uint32_t depth, int64_t x)
 {
     const struct fc_tree_node *n = &c->t->nodes[node];
-    struct kid *kids;
-    size_t nk = 0;
-    int64_t other = 0;
-    int64_t cx = x + n->self;
-    struct item it = {node, x, n->total, n->self, name_of(c, node)};
+    struct frame *f;
 
-    push(c, depth, it);
-    for (uint32_t k = n->first; k != 0; k = c->t->nodes[k].next) {
-        nk++;
-    }
-    kids = fc_xcalloc(nk + 1, sizeof(*kids));
-    nk = 0;
+    place(c, depth, x, n->total, n->self, names_index(&c->out_names, c->names[node]));
+    c->frames = grow(c->frames, &c->cap_frames, c->n_frames, sizeof(*c->frames));
+    f = &c->frames[c->n_frames++];
+    f->kid_base = c->n_kids;
+    f->i = 0;
+    f->cx = fc_sat_add(x, n->self);
+    f->other = 0;
+    f->depth = depth;
     for (uint32_t k = n->first; k != 0; k = c->t->nodes[k].next) {
         if (c->t->nodes[k].total < c->min_total || strcmp(c->names[k], "other") == 0) {
-            other += c->t->nodes[k].total;
+            f->other = fc_sat_add(f->other, c->t->nodes[k].total);
         } else {
-            kids[nk].node = k;
-            kids[nk].name = c->names[k];
-            nk++;
+            c->kids = grow(c->kids, &c->cap_kids, c->n_kids, sizeof(*c->kids));
+            c->kids[c->n_kids].node = k;
+            c->kids[c->n_kids].name = c->names[k];
+            c->n_kids++;
         }
     }
-    qsort(kids, nk, sizeof(*kids), by_name);
-    for (size_t i = 0; i < nk; i++) {
-        walk(c, kids[i].node, depth + 1, cx);
-        cx += c->t->nodes[kids[i].node].total;
+    f->nk = c->n_kids - f->kid_base;
+    if (f->nk > 1) { /* kids may still be NULL */
+        qsort(c->kids + f->kid_base, f->nk, sizeof(*c->kids), by_name);
     }
-    if (other > 0) {
-        struct item o = {UINT32_MAX, cx, other, other, c->other_index};
-        if (c->other_index == UINT32_MAX) {
-            c->out_names[c->n_names] = "other";
-            c->other_index = (uint32_t)c->n_names++;
-            o.name = c->other_index;
+}
+
+/* Pre-order from the root: a node, then each kept child's subtree, then its "other". */
+static void walk(struct ctx *c)
+{
+    enter(c, 0, 0, 0);
+    while (c->n_frames > 0) {
+        struct frame *f = &c->frames[c->n_frames - 1];
+        if (f->i < f->nk) {
+            uint32_t k = c->kids[f->kid_base + f->i++].node;
+            int64_t x = f->cx;
+            f->cx = fc_sat_add(f->cx, c->t->nodes[k].total);
+            enter(c, k, f->depth + 1, x); /* may move frames: f is not used after */
+            continue;
         }
-        push(c, depth + 1, o);
+        if (f->other > 0) {
+            if (c->other_index == UINT32_MAX) {
+                c->out_names.v[c->out_names.n] = "other";
+                c->other_index = (uint32_t)c->out_names.n++;
+            }
+            place(c, f->depth + 1, f->cx, f->other, f->other, c->other_index);
+        }
+        c->n_kids = f->kid_base;
+        c->n_frames--;
     }
-    free(kids);
 }
 
 void fc_flamegraph_build(const struct fc_tree *t, char *const *names, uint32_t max_nodes,
                          struct fc_flamegraph *out)
 {
     struct ctx c = {0};
+    size_t *at;
+    int64_t *prev_end;
 
     memset(out, 0, sizeof(*out));
     c.t = t;
     c.names = names;
-    c.name_index = fc_xcalloc(t->n + 1, sizeof(uint32_t));
-    c.out_names = fc_xcalloc(t->n + 2, sizeof(char *));
+    c.out_names.v = fc_xcalloc((size_t)t->n + 2, sizeof(char *));
     c.other_index = UINT32_MAX;
     /* minVal: the max_nodes-th largest total; 0 keeps everything. */
     if (max_nodes > 0 && t->n > max_nodes) {
@@ -147,33 +228,43 @@ void fc_flamegraph_build(const struct fc_tree *t, char *const *names, uint32_t m
         c.min_total = totals[max_nodes - 1];
         free(totals);
     }
-    walk(&c, 0, 0, 0);
-    out->names = c.out_names;
-    out->n_names = c.n_names;
+    if (t->n > 0) {
+        walk(&c);
+    }
+    free(c.frames);
+    free(c.kids);
+    free(c.out_names.slots);
+    out->names = c.out_names.v;
+    out->n_names = c.out_names.n;
     out->n_levels = c.n_levels;
     out->levels = fc_xcalloc(c.n_levels + 1, sizeof(int64_t *));
     out->level_len = fc_xcalloc(c.n_levels + 1, sizeof(size_t));
     out->total = fc_tree_total(t);
-    for (size_t d = 0; d < c.n_levels; d++) {
-        int64_t prev_end = 0;
-        out->levels[d] = fc_xmalloc((c.levels[d].n * 4 + 1) * sizeof(int64_t));
-        for (size_t i = 0; i < c.levels[d].n; i++) {
-            const struct item *it = &c.levels[d].v[i];
-            int64_t *v = &out->levels[d][i * 4];
-            v[0] = it->x - prev_end; /* delta against the previous node's end */
-            v[1] = it->total;
-            v[2] = it->self;
-            v[3] = it->name;
-            prev_end = it->x + it->total;
-            if (it->self > out->max_self) {
-                out->max_self = it->self;
-            }
-        }
-        out->level_len[d] = c.levels[d].n * 4;
-        free(c.levels[d].v);
+    /* Levels: the items of each depth in walk order, x delta-encoded. */
+    for (size_t i = 0; i < c.n_items; i++) {
+        out->level_len[c.items[i].depth] += 4;
     }
-    free(c.levels);
-    free(c.name_index);
+    at = fc_xcalloc(c.n_levels + 1, sizeof(size_t));
+    prev_end = fc_xcalloc(c.n_levels + 1, sizeof(int64_t));
+    for (size_t d = 0; d < c.n_levels; d++) {
+        out->levels[d] = fc_xmalloc((out->level_len[d] + 1) * sizeof(int64_t));
+    }
+    for (size_t i = 0; i < c.n_items; i++) {
+        const struct item *it = &c.items[i];
+        int64_t *v = &out->levels[it->depth][at[it->depth]];
+        v[0] = sat_delta(it->x, prev_end[it->depth]); /* against the previous node's end */
+        v[1] = it->total;
+        v[2] = it->self;
+        v[3] = it->name;
+        at[it->depth] += 4;
+        prev_end[it->depth] = fc_sat_add(it->x, it->total);
+        if (it->self > out->max_self) {
+            out->max_self = it->self;
+        }
+    }
+    free(at);
+    free(prev_end);
+    free(c.items);
 }
 
 void fc_flamegraph_release(struct fc_flamegraph *fg)
@@ -294,118 +385,147 @@ static uint32_t dchild(struct dtree *t, uint32_t parent, uint32_t name, const ch
     return n;
 }
 
-static void dadd(struct dtree *t, uint32_t at, const struct fc_tree *src, char *const *names,
-                 uint32_t s, bool right)
+static void dvalues(struct dnode *d, const struct fc_tree_node *s, bool right)
 {
     if (right) {
-        t->v[at].rt += src->nodes[s].total;
-        t->v[at].rs += src->nodes[s].self;
+        d->rt = fc_sat_add(d->rt, s->total);
+        d->rs = fc_sat_add(d->rs, s->self);
     } else {
-        t->v[at].lt += src->nodes[s].total;
-        t->v[at].ls += src->nodes[s].self;
+        d->lt = fc_sat_add(d->lt, s->total);
+        d->ls = fc_sat_add(d->ls, s->self);
     }
-    for (uint32_t c = src->nodes[s].first; c != 0; c = src->nodes[c].next) {
-        dadd(t, dchild(t, at, src->nodes[c].name, names[c]), src, names, c, right);
+}
+
+/* Adds src into t's left or right columns, pre-order (a node, then its children in turn). */
+static void dadd(struct dtree *t, const struct fc_tree *src, char *const *names, bool right)
+{
+    struct dadd_frame {
+        uint32_t at;   /* the node of t */
+        uint32_t next; /* the next child of the src node to add, 0 = done */
+    } *st = NULL;
+    size_t n = 0, cap = 0;
+
+    dvalues(&t->v[0], &src->nodes[0], right);
+    st = grow(st, &cap, n, sizeof(*st));
+    st[n++] = (struct dadd_frame){0, src->nodes[0].first};
+    while (n > 0) {
+        uint32_t s = st[n - 1].next, at;
+        if (s == 0) {
+            n--;
+            continue;
+        }
+        st[n - 1].next = src->nodes[s].next;
+        at = dchild(t, st[n - 1].at, src->nodes[s].name, names[s]);
+        dvalues(&t->v[at], &src->nodes[s], right);
+        st = grow(st, &cap, n, sizeof(*st));
+        st[n++] = (struct dadd_frame){at, src->nodes[s].first};
     }
+    free(st);
 }
 
 struct ditem {
     int64_t lx, rx;
     uint32_t node; /* UINT32_MAX: the synthetic "other" */
+    uint32_t depth;
     int64_t lt, ls, rt, rs;
 };
-
-struct dctx {
-    struct dtree *t;
-    int64_t min_total;
-    struct ditem **levels;
-    size_t *n, *cap;
-    size_t n_levels;
-    const char **names;
-    size_t n_names;
-    uint32_t *name_index;
-    uint32_t other;
-};
-
-static void dpush(struct dctx *c, size_t depth, struct ditem it)
-{
-    if (depth >= c->n_levels) {
-        size_t nl = depth + 1;
-        c->levels = fc_xrealloc(c->levels, nl * sizeof(*c->levels));
-        c->n = fc_xrealloc(c->n, nl * sizeof(size_t));
-        c->cap = fc_xrealloc(c->cap, nl * sizeof(size_t));
-        for (size_t d = c->n_levels; d < nl; d++) {
-            c->levels[d] = NULL;
-            c->n[d] = c->cap[d] = 0;
-        }
-        c->n_levels = nl;
-    }
-    if (c->n[depth] == c->cap[depth]) {
-        c->cap[depth] = c->cap[depth] ? c->cap[depth] * 2 : 64;
-        c->levels[depth] = fc_xrealloc(c->levels[depth], c->cap[depth] * sizeof(struct ditem));
-    }
-    c->levels[depth][c->n[depth]++] = it;
-}
-
-static uint32_t dname(struct dctx *c, uint32_t node)
-{
-    const char *s = node == UINT32_MAX ? "other" : node == 0 ? "total" : c->t->v[node].label;
-
-    for (size_t i = 0; i < c->n_names; i++) {
-        if (strcmp(c->names[i], s) == 0) {
-            return (uint32_t)i;
-        }
-    }
-    c->names[c->n_names] = s;
-    return (uint32_t)c->n_names++;
-}
 
 struct dkid {
     uint32_t node;
     const char *label;
 };
 
+struct dframe {
+    size_t kid_base, nk, i;
+    int64_t clx, crx; /* where the next child starts, left and right */
+    int64_t olt, ort; /* the children folded into "other" */
+    uint32_t depth;
+};
+
+struct dctx {
+    struct dtree *t;
+    int64_t min_total;
+    struct ditem *items; /* walk order, as in the single graph */
+    size_t n_items, cap_items;
+    struct dframe *frames;
+    size_t n_frames, cap_frames;
+    struct dkid *kids;
+    size_t n_kids, cap_kids;
+    size_t n_levels;
+    struct names names;
+};
+
+static void dplace(struct dctx *c, struct ditem it)
+{
+    c->items = grow(c->items, &c->cap_items, c->n_items, sizeof(*c->items));
+    c->items[c->n_items++] = it;
+    if (it.depth >= c->n_levels) {
+        c->n_levels = (size_t)it.depth + 1;
+    }
+}
+
+static uint32_t dname(struct dctx *c, uint32_t node)
+{
+    const char *s = node == UINT32_MAX ? "other" : node == 0 ? "total" : c->t->v[node].label;
+    return names_index(&c->names, s);
+}
+
 static int by_label(const void *a, const void *b)
 {
     return strcmp(((const struct dkid *)a)->label, ((const struct dkid *)b)->label);
 }
 
-static void dwalk(struct dctx *c, uint32_t node, size_t depth, int64_t lx, int64_t rx)
+static void denter(struct dctx *c, uint32_t node, uint32_t depth, int64_t lx, int64_t rx)
 {
     const struct dnode *n = &c->t->v[node];
-    struct ditem it = {lx, rx, node, n->lt, n->ls, n->rt, n->rs};
-    struct dkid *kids;
-    size_t nk = 0;
-    int64_t olt = 0, ort = 0;
-    int64_t clx = lx + n->ls, crx = rx + n->rs;
+    struct dframe *f;
 
-    dpush(c, depth, it);
+    dplace(c, (struct ditem){lx, rx, node, depth, n->lt, n->ls, n->rt, n->rs});
+    c->frames = grow(c->frames, &c->cap_frames, c->n_frames, sizeof(*c->frames));
+    f = &c->frames[c->n_frames++];
+    f->kid_base = c->n_kids;
+    f->i = 0;
+    f->clx = fc_sat_add(lx, n->ls);
+    f->crx = fc_sat_add(rx, n->rs);
+    f->olt = f->ort = 0;
+    f->depth = depth;
     for (uint32_t k = n->first; k != 0; k = c->t->v[k].next) {
-        nk++;
-    }
-    kids = fc_xcalloc(nk + 1, sizeof(*kids));
-    nk = 0;
-    for (uint32_t k = n->first; k != 0; k = c->t->v[k].next) {
-        if (c->t->v[k].lt + c->t->v[k].rt < c->min_total) {
-            olt += c->t->v[k].lt;
-            ort += c->t->v[k].rt;
+        if (fc_sat_add(c->t->v[k].lt, c->t->v[k].rt) < c->min_total) {
+            f->olt = fc_sat_add(f->olt, c->t->v[k].lt);
+            f->ort = fc_sat_add(f->ort, c->t->v[k].rt);
         } else {
-            kids[nk].node = k;
-            kids[nk].label = c->t->v[k].label;
-            nk++;
+            c->kids = grow(c->kids, &c->cap_kids, c->n_kids, sizeof(*c->kids));
+            c->kids[c->n_kids].node = k;
+            c->kids[c->n_kids].label = c->t->v[k].label;
+            c->n_kids++;
         }
     }
-    qsort(kids, nk, sizeof(*kids), by_label);
-    for (size_t i = 0; i < nk; i++) {
-        dwalk(c, kids[i].node, depth + 1, clx, crx);
-        clx += c->t->v[kids[i].node].lt;
-        crx += c->t->v[kids[i].node].rt;
+    f->nk = c->n_kids - f->kid_base;
+    if (f->nk > 1) { /* kids may still be NULL */
+        qsort(c->kids + f->kid_base, f->nk, sizeof(*c->kids), by_label);
     }
-    if (olt + ort > 0) {
-        struct ditem o = {clx, crx, UINT32_MAX, olt, olt, ort, ort};
-        dpush(c, depth + 1, o);
+}
+
+static void dwalk(struct dctx *c)
+{
+    denter(c, 0, 0, 0, 0);
+    while (c->n_frames > 0) {
+        struct dframe *f = &c->frames[c->n_frames - 1];
+        if (f->i < f->nk) {
+            uint32_t k = c->kids[f->kid_base + f->i++].node;
+            int64_t lx = f->clx, rx = f->crx;
+            f->clx = fc_sat_add(f->clx, c->t->v[k].lt);
+            f->crx = fc_sat_add(f->crx, c->t->v[k].rt);
+            denter(c, k, f->depth + 1, lx, rx); /* may move frames: f is not used after */
+            continue;
+        }
+        if (fc_sat_add(f->olt, f->ort) > 0) {
+            dplace(c, (struct ditem){f->clx, f->crx, UINT32_MAX, f->depth + 1, f->olt, f->olt,
+                                     f->ort, f->ort});
+        }
+        c->n_kids = f->kid_base;
+        c->n_frames--;
     }
-    free(kids);
 }
 
 static int by_i64_desc(const void *a, const void *b)
@@ -420,62 +540,78 @@ void fc_flamegraph_diff_build(const struct fc_tree *left, char *const *left_name
 {
     struct dtree t = {0};
     struct dctx c = {0};
+    size_t *at;
+    int64_t *lend, *rend;
 
     memset(out, 0, sizeof(*out));
     t.cap = 64;
     t.v = fc_xcalloc(t.cap, sizeof(*t.v));
     t.n = 1;
     if (left->n > 0) {
-        dadd(&t, 0, left, left_names, 0, false);
+        dadd(&t, left, left_names, false);
     }
     if (right->n > 0) {
-        dadd(&t, 0, right, right_names, 0, true);
+        dadd(&t, right, right_names, true);
     }
     c.t = &t;
-    c.names = fc_xcalloc(t.n + 2, sizeof(char *));
+    c.names.v = fc_xcalloc((size_t)t.n + 2, sizeof(char *));
     if (max_nodes > 0 && t.n > max_nodes) {
         int64_t *totals = fc_xmalloc(t.n * sizeof(int64_t));
         for (uint32_t i = 0; i < t.n; i++) {
-            totals[i] = t.v[i].lt + t.v[i].rt;
+            totals[i] = fc_sat_add(t.v[i].lt, t.v[i].rt);
         }
         qsort(totals, t.n, sizeof(int64_t), by_i64_desc);
         c.min_total = totals[max_nodes - 1];
         free(totals);
     }
-    dwalk(&c, 0, 0, 0, 0);
+    dwalk(&c);
+    free(c.frames);
+    free(c.kids);
     out->fg.n_levels = c.n_levels;
     out->fg.levels = fc_xcalloc(c.n_levels + 1, sizeof(int64_t *));
     out->fg.level_len = fc_xcalloc(c.n_levels + 1, sizeof(size_t));
-    for (size_t d = 0; d < c.n_levels; d++) {
-        int64_t lend = 0, rend = 0;
-        out->fg.levels[d] = fc_xmalloc((c.n[d] * 7 + 1) * sizeof(int64_t));
-        for (size_t i = 0; i < c.n[d]; i++) {
-            const struct ditem *it = &c.levels[d][i];
-            int64_t *v = &out->fg.levels[d][i * 7];
-            v[0] = it->lx - lend;
-            v[1] = it->lt;
-            v[2] = it->ls;
-            v[3] = it->rx - rend;
-            v[4] = it->rt;
-            v[5] = it->rs;
-            v[6] = dname(&c, it->node);
-            lend = it->lx + it->lt;
-            rend = it->rx + it->rt;
-            if (it->ls + it->rs > out->fg.max_self) {
-                out->fg.max_self = it->ls + it->rs;
-            }
-        }
-        out->fg.level_len[d] = c.n[d] * 7;
-        free(c.levels[d]);
+    for (size_t i = 0; i < c.n_items; i++) {
+        out->fg.level_len[c.items[i].depth] += 7;
     }
-    out->fg.names = c.names;
-    out->fg.n_names = c.n_names;
+    at = fc_xcalloc(c.n_levels + 1, sizeof(size_t));
+    lend = fc_xcalloc(c.n_levels + 1, sizeof(int64_t));
+    rend = fc_xcalloc(c.n_levels + 1, sizeof(int64_t));
+    for (size_t d = 0; d < c.n_levels; d++) {
+        out->fg.levels[d] = fc_xmalloc((out->fg.level_len[d] + 1) * sizeof(int64_t));
+    }
+    for (size_t i = 0; i < c.n_items; i++) {
+        const struct ditem *it = &c.items[i];
+        int64_t *v = &out->fg.levels[it->depth][at[it->depth]];
+        v[0] = sat_delta(it->lx, lend[it->depth]);
+        v[1] = it->lt;
+        v[2] = it->ls;
+        v[3] = sat_delta(it->rx, rend[it->depth]);
+        v[4] = it->rt;
+        v[5] = it->rs;
+        v[6] = it->node; /* named below */
+        at[it->depth] += 7;
+        lend[it->depth] = fc_sat_add(it->lx, it->lt);
+        rend[it->depth] = fc_sat_add(it->rx, it->rt);
+        if (fc_sat_add(it->ls, it->rs) > out->fg.max_self) {
+            out->fg.max_self = fc_sat_add(it->ls, it->rs);
+        }
+    }
+    /* Name indices are handed out level by level, left to right. */
+    for (size_t d = 0; d < c.n_levels; d++) {
+        for (size_t i = 6; i < out->fg.level_len[d]; i += 7) {
+            out->fg.levels[d][i] = dname(&c, (uint32_t)out->fg.levels[d][i]);
+        }
+    }
+    free(at);
+    free(lend);
+    free(rend);
+    free(c.items);
+    free(c.names.slots);
+    out->fg.names = c.names.v;
+    out->fg.n_names = c.names.n;
     out->left_ticks = t.v[0].lt;
     out->right_ticks = t.v[0].rt;
-    out->fg.total = out->left_ticks + out->right_ticks;
-    free(c.levels);
-    free(c.n);
-    free(c.cap);
+    out->fg.total = fc_sat_add(out->left_ticks, out->right_ticks);
     /* Names point into the callers' name arrays, which outlive the result. */
     free(t.v);
 }

@@ -5,6 +5,10 @@
  * of the previous node in the level, children placed left to right in name
  * order after the parent's self. Nodes whose total is below the maxNodes-th
  * largest are folded into a synthetic "other" child.
+ *
+ * The walks keep their own stacks on the heap (a tree of any depth, e.g. one
+ * 300,000-frame stack, is fine) and x offsets and sums saturate at
+ * INT64_MAX / INT64_MIN instead of wrapping.
  */
 #ifndef FC_FORMATS_FLAMEBEARER_H
 #define FC_FORMATS_FLAMEBEARER_H
