@@ -818,13 +818,17 @@ void fc_http_registry_stop(struct fc_http_registry *reg, int64_t grace_ns)
                fc_now_mono_ns() < deadline) {
             fc_sleep_ns(5 * FC_NS_PER_MS);
         }
-        /* Workers first: a handler still running resumes its connection into the daemon. */
-        fc_workpool_free(s->pool);
-        s->pool = NULL;
+        /*
+         * Workers first: a handler still running resumes its connection into the daemon.
+         * The pool itself outlives the daemon, whose last callbacks release their slots.
+         */
+        fc_workpool_stop(s->pool);
         if (s->daemon != NULL) {
             MHD_stop_daemon(s->daemon);
             s->daemon = NULL;
         }
+        fc_workpool_free(s->pool);
+        s->pool = NULL;
     }
     if (reg->sweeper_running) {
         pthread_mutex_lock(&reg->lock);

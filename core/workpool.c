@@ -18,7 +18,8 @@ struct fc_workpool {
     struct fc_work *head, *tail; /* jobs not yet picked up */
     unsigned n_queued, n_threads, idle;
     pthread_t *threads;
-    bool stopping;
+    bool stopping;       /* under lock: workers exit once the queue is empty */
+    _Atomic bool closed; /* no more admissions */
 };
 
 static void *worker(void *arg)
@@ -79,11 +80,12 @@ struct fc_workpool *fc_workpool_new(const char *kind, const char *name, unsigned
     return p;
 }
 
-void fc_workpool_free(struct fc_workpool *p)
+void fc_workpool_stop(struct fc_workpool *p)
 {
     if (p == NULL) {
         return;
     }
+    atomic_store(&p->closed, true);
     pthread_mutex_lock(&p->lock);
     p->stopping = true;
     pthread_cond_broadcast(&p->wake);
@@ -91,6 +93,15 @@ void fc_workpool_free(struct fc_workpool *p)
     for (unsigned i = 0; i < p->n_threads; i++) {
         pthread_join(p->threads[i], NULL);
     }
+    p->n_threads = 0;
+}
+
+void fc_workpool_free(struct fc_workpool *p)
+{
+    if (p == NULL) {
+        return;
+    }
+    fc_workpool_stop(p);
     pthread_mutex_destroy(&p->lock);
     pthread_cond_destroy(&p->wake);
     free(p->threads);
@@ -102,7 +113,7 @@ bool fc_workpool_admit(struct fc_workpool *p)
     unsigned n = atomic_load(&p->in_flight);
 
     do {
-        if (n >= p->max_in_flight) {
+        if (n >= p->max_in_flight || atomic_load(&p->closed)) {
             fc_metric_add(p->refused, 1);
             return false;
         }

@@ -29,10 +29,15 @@ struct fc_work {
 
 /* name labels the metrics (e.g. the endpoint); max_in_flight >= 1. */
 struct fc_workpool *fc_workpool_new(const char *kind, const char *name, unsigned max_in_flight);
-/* Waits for running work to finish, then stops the threads. */
+/*
+ * Admits no more, runs what is queued, and joins the threads. Slots held by
+ * requests still being answered may be released afterwards, until
+ * fc_workpool_free() (which stops first when that was not done).
+ */
+void fc_workpool_stop(struct fc_workpool *p);
 void fc_workpool_free(struct fc_workpool *p);
 
-/* Takes a slot; false (and counted as refused) when all are taken. */
+/* Takes a slot; false (and counted as refused) when all are taken or the pool is stopping. */
 bool fc_workpool_admit(struct fc_workpool *p);
 void fc_workpool_release(struct fc_workpool *p);
 /* Runs w->fn(w) on a pool thread; the caller holds a slot. */

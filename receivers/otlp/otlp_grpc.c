@@ -481,13 +481,14 @@ void otlp_grpc_stop(struct otlp_receiver *r)
         grpc_server_cancel_all_calls(g->server);
     }
     /* Workers still answering post to the queue: they finish before it shuts down. */
-    fc_workpool_free(g->pool);
+    fc_workpool_stop(g->pool);
     grpc_completion_queue_shutdown(g->cq);
     for (int i = 0; i < g->n_threads; i++) {
         pthread_join(g->threads[i], NULL);
     }
     grpc_server_destroy(g->server);
     grpc_completion_queue_destroy(g->cq);
+    fc_workpool_free(g->pool); /* the polling threads' last finish() released their slots */
     pthread_mutex_destroy(&g->lock);
     pthread_cond_destroy(&g->cond);
     free(g->slots);
