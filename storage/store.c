@@ -786,9 +786,13 @@ static int add_window(struct writer *w, struct windows *ws, uint32_t base, uint3
     return FC_OK;
 }
 
-/* Samples of one profile with the same sample labels (span_id/trace_id aside). */
+/*
+ * Samples of one profile with the same sample labels (span_id/trace_id aside).
+ * Every label is kept, however many a sample has: the receivers' cap
+ * (max_sample_labels, 0 = none) is the only bound.
+ */
 struct group {
-    uint32_t attrs[32];
+    uint32_t *attrs; /* sorted attribute indices, n_attrs of them */
     uint32_t n_attrs;
     uint32_t *samples;
     size_t n;
@@ -801,18 +805,25 @@ static int cmp_u32(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* Groups the samples of p by sample labels; *max_attrs = the most labels of one group. */
 static size_t group_samples(const struct fc_batch *b, const struct fc_profile *p,
-                            struct group **out)
+                            struct group **out, uint32_t *max_attrs)
 {
     struct group *g = NULL;
     size_t n = 0, cap = 0;
+    uint32_t key_cap = 16;
+    uint32_t *key = fc_xmalloc(key_cap * sizeof(uint32_t));
 
+    *max_attrs = 0;
     for (uint32_t i = 0; i < p->n_samples; i++) {
         const struct fc_sample *s = &p->samples[i];
-        uint32_t key[32];
         uint32_t nk = 0;
         size_t j;
-        for (uint32_t a = 0; a < s->attrs.n && nk < 32; a++) {
+        if (s->attrs.n > key_cap) {
+            key_cap = s->attrs.n;
+            key = fc_xrealloc(key, key_cap * sizeof(uint32_t));
+        }
+        for (uint32_t a = 0; a < s->attrs.n; a++) {
             const struct fc_attr *at = &b->dict.attrs[fc_span_idx(b, s->attrs)[a]];
             const char *k = fc_str(b, at->key);
             if (at->kind == FC_ATTR_STR && strcmp(k, "span_id") != 0 &&
@@ -832,8 +843,14 @@ static size_t group_samples(const struct fc_batch *b, const struct fc_profile *p
                 g = fc_xrealloc(g, cap * sizeof(*g));
             }
             memset(&g[n], 0, sizeof(g[n]));
-            memcpy(g[n].attrs, key, nk * sizeof(uint32_t));
+            g[n].attrs = fc_xmalloc((nk + 1) * sizeof(uint32_t));
+            if (nk > 0) {
+                memcpy(g[n].attrs, key, nk * sizeof(uint32_t));
+            }
             g[n].n_attrs = nk;
+            if (nk > *max_attrs) {
+                *max_attrs = nk;
+            }
             n++;
         }
         if (g[j].n == g[j].cap) {
@@ -842,6 +859,7 @@ static size_t group_samples(const struct fc_batch *b, const struct fc_profile *p
         }
         g[j].samples[g[j].n++] = i;
     }
+    free(key);
     *out = g;
     return n;
 }
@@ -1016,8 +1034,10 @@ static int write_profile(struct writer *w, struct frames *f, const struct fc_bat
                          const struct fc_profile *p)
 {
     struct group *groups = NULL;
-    size_t n_groups = group_samples(b, p, &groups);
-    struct label *labels = fc_xcalloc(p->n_labels + 40, sizeof(*labels));
+    uint32_t max_attrs;
+    size_t n_groups = group_samples(b, p, &groups, &max_attrs);
+    /* The profile's labels, every sample label of a group, and __profile_type__. */
+    struct label *labels = fc_xcalloc((size_t)p->n_labels + max_attrs + 1, sizeof(*labels));
     int64_t time_s = (p->time_ns > 0 ? p->time_ns : fc_now_ns()) / 1000000000LL;
     uint32_t base = 0;
     int rc = FC_OK;
@@ -1082,6 +1102,7 @@ static int write_profile(struct writer *w, struct frames *f, const struct fc_bat
         fc_buf_release(&type_id);
     }
     for (size_t g = 0; g < n_groups; g++) {
+        free(groups[g].attrs);
         free(groups[g].samples);
     }
     free(groups);

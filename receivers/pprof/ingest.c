@@ -219,26 +219,79 @@ static int key_cmp(const void *a, const void *b)
     return x->hash < y->hash ? -1 : x->hash > y->hash;
 }
 
-static uint64_t sample_hash(const struct fc_batch *b, const struct fc_sample *s)
+static int u32_cmp(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+    return x < y ? -1 : x > y;
+}
+
+/*
+ * The sample labels of every sample of a profile, each sample's sorted: a
+ * pprof sample's labels are a set, so {a, b} in the profile pairs with
+ * {b, a} in prev_profile.
+ */
+struct label_sets {
+    uint32_t *idx;
+    size_t *off; /* sample i's labels: idx[off[i]] .. idx[off[i + 1]] */
+};
+
+static void label_sets_init(struct label_sets *ls, const struct fc_batch *b,
+                            const struct fc_profile *p)
+{
+    size_t total = 0;
+
+    for (uint32_t i = 0; i < p->n_samples; i++) {
+        total += p->samples[i].attrs.n;
+    }
+    ls->idx = fc_xcalloc(total + 1, sizeof(uint32_t));
+    ls->off = fc_xcalloc((size_t)p->n_samples + 1, sizeof(size_t));
+    for (uint32_t i = 0; i < p->n_samples; i++) {
+        struct fc_span a = p->samples[i].attrs;
+        ls->off[i + 1] = ls->off[i] + a.n;
+        if (a.n > 0) {
+            memcpy(ls->idx + ls->off[i], fc_span_idx(b, a), a.n * sizeof(uint32_t));
+            qsort(ls->idx + ls->off[i], a.n, sizeof(uint32_t), u32_cmp);
+        }
+    }
+}
+
+static void label_sets_release(struct label_sets *ls)
+{
+    free(ls->idx);
+    free(ls->off);
+}
+
+static uint64_t sample_hash(const struct fc_sample *s, const struct label_sets *ls, uint32_t i)
 {
     uint64_t h = XXH3_64bits(&s->stack, sizeof(s->stack));
 
-    return XXH3_64bits_withSeed(fc_span_idx(b, s->attrs), s->attrs.n * sizeof(uint32_t), h);
+    return XXH3_64bits_withSeed(ls->idx + ls->off[i],
+                                (ls->off[i + 1] - ls->off[i]) * sizeof(uint32_t), h);
 }
 
-static bool same_identity(const struct fc_batch *b, const struct fc_sample *x,
-                          const struct fc_sample *y)
+/* Same stack and same label set: sample xi of xs and sample yi of ys. */
+static bool same_identity(const struct fc_sample *x, const struct label_sets *xs, uint32_t xi,
+                          const struct fc_sample *y, const struct label_sets *ys, uint32_t yi)
 {
-    return x->stack == y->stack && x->attrs.n == y->attrs.n &&
-           (x->attrs.n == 0 || memcmp(fc_span_idx(b, x->attrs), fc_span_idx(b, y->attrs),
-                                      x->attrs.n * sizeof(uint32_t)) == 0);
+    size_t n = xs->off[xi + 1] - xs->off[xi];
+
+    return x->stack == y->stack && n == ys->off[yi + 1] - ys->off[yi] &&
+           (n == 0 ||
+            memcmp(xs->idx + xs->off[xi], ys->idx + ys->off[yi], n * sizeof(uint32_t)) == 0);
 }
 
-/* The prev sample with the same stack and labels as s, or NULL. */
-static const struct fc_sample *find_prev(const struct fc_batch *b, const struct fc_profile *prev,
-                                         const struct sample_key *keys, const struct fc_sample *s)
+/*
+ * The index of the first prev sample (in key order) with the same stack and
+ * label set as sample i of p, or UINT32_MAX: every sample of one identity
+ * finds the same one.
+ */
+static uint32_t find_prev(const struct fc_profile *prev, const struct label_sets *prev_ls,
+                          const struct sample_key *keys, const struct fc_profile *p,
+                          const struct label_sets *p_ls, uint32_t i)
 {
-    uint64_t h = sample_hash(b, s);
+    const struct fc_sample *s = &p->samples[i];
+    uint64_t h = sample_hash(s, p_ls, i);
     size_t lo = 0, hi = prev->n_samples;
 
     while (lo < hi) {
@@ -251,55 +304,80 @@ static const struct fc_sample *find_prev(const struct fc_batch *b, const struct 
     }
     for (; lo < prev->n_samples && keys[lo].hash == h; lo++) {
         const struct fc_sample *ps = &prev->samples[keys[lo].index];
-        if (same_identity(b, ps, s)) {
-            return ps;
+        if (same_identity(ps, prev_ls, keys[lo].index, s, p_ls, i)) {
+            return keys[lo].index;
         }
     }
-    return NULL;
+    return UINT32_MAX;
 }
 
 /*
  * profile - prev for cumulative sample types (v0 Pyroscope's delta of two
- * consecutive cumulative profiles). Both were decoded into one batch, so
- * stacks and labels compare by index.
+ * consecutive cumulative profiles) per stack and label set, as pprof's
+ * -diff_base computes it: the sum of the profile's samples of one identity
+ * minus the sum of prev's, in whatever order either lists them. What prev
+ * has of an identity is taken from the profile's samples of it in turn, none
+ * below 0 (a counter reset). Both were decoded into one batch, so stacks and
+ * labels compare by index.
  */
 static int subtract_prev(struct ingest *in, struct fc_batch *b, struct fc_profile *p,
                          const struct fc_profile *prev, struct fc_error *err)
 {
+    uint32_t nt = p->n_sample_types;
     struct sample_key *keys;
+    struct label_sets p_ls, prev_ls;
+    int64_t *left; /* per prev identity (its first sample) and type: prev's sum not yet taken */
     bool *cum;
 
-    if (prev->n_sample_types != p->n_sample_types) {
+    if (prev->n_sample_types != nt) {
         return fc_errorf(err, FC_EPROTO, "prev_profile has %u sample types, profile has %u",
-                         prev->n_sample_types, p->n_sample_types);
+                         prev->n_sample_types, nt);
     }
-    cum = fc_xcalloc(p->n_sample_types + 1, sizeof(bool));
-    for (uint32_t t = 0; t < p->n_sample_types; t++) {
+    cum = fc_xcalloc(nt + 1, sizeof(bool));
+    for (uint32_t t = 0; t < nt; t++) {
         cum[t] = cumulative(in, fc_str(b, p->sample_types[t].type));
     }
+    label_sets_init(&p_ls, b, p);
+    label_sets_init(&prev_ls, b, prev);
     keys = fc_xcalloc(prev->n_samples + 1, sizeof(*keys));
     for (uint32_t i = 0; i < prev->n_samples; i++) {
-        keys[i].hash = sample_hash(b, &prev->samples[i]);
+        keys[i].hash = sample_hash(&prev->samples[i], &prev_ls, i);
         keys[i].index = i;
     }
     qsort(keys, prev->n_samples, sizeof(*keys), key_cmp);
-    for (uint32_t i = 0; i < p->n_samples; i++) {
-        struct fc_sample *s = &p->samples[i];
-        const struct fc_sample *ps = find_prev(b, prev, keys, s);
-        if (ps == NULL) {
-            continue;
-        }
-        for (uint32_t t = 0; t < p->n_sample_types && t < s->n_values; t++) {
-            int64_t *v = &p->nums[s->values_off + t];
-            if (cum[t] && t < ps->n_values) {
-                *v -= prev->nums[ps->values_off + t];
-                if (*v < 0) {
-                    *v = 0; /* a counter reset: the new value stands alone */
-                }
+    left = fc_xcalloc((size_t)prev->n_samples * nt + 1, sizeof(int64_t));
+    for (uint32_t i = 0; i < prev->n_samples; i++) {
+        const struct fc_sample *ps = &prev->samples[i];
+        uint32_t first = find_prev(prev, &prev_ls, keys, prev, &prev_ls, i);
+        for (uint32_t t = 0; t < nt && t < ps->n_values; t++) {
+            int64_t *l = &left[(size_t)first * nt + t];
+            if (__builtin_add_overflow(*l, prev->nums[ps->values_off + t], l)) {
+                *l = prev->nums[ps->values_off + t] > 0 ? INT64_MAX : INT64_MIN;
             }
         }
     }
+    for (uint32_t i = 0; i < p->n_samples; i++) {
+        struct fc_sample *s = &p->samples[i];
+        uint32_t first = find_prev(prev, &prev_ls, keys, p, &p_ls, i);
+        if (first == UINT32_MAX) {
+            continue;
+        }
+        for (uint32_t t = 0; t < nt && t < s->n_values; t++) {
+            int64_t *v = &p->nums[s->values_off + t];
+            int64_t *l = &left[(size_t)first * nt + t];
+            int64_t take;
+            if (!cum[t] || *l <= 0) {
+                continue;
+            }
+            take = *v < *l ? (*v > 0 ? *v : 0) : *l;
+            *v -= take;
+            *l -= take;
+        }
+    }
+    free(left);
     free(keys);
+    label_sets_release(&p_ls);
+    label_sets_release(&prev_ls);
     free(cum);
     return FC_OK;
 }

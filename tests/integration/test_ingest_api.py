@@ -243,6 +243,11 @@ class AuthTenantTest(unittest.TestCase):
                                              "    auth:\n      basic:\n        username: u\n        password: p\n"))
         with c:
             self.assertEqual(http("POST", c.base + "/ingest?name=a.cpu", b"a 1")[0], 401)
+            # Only the configured user and password pass (more in test_receiver_refs.py).
+            for pair in (b"u:wrong", b"other:p", b"u:", b"u:pp"):
+                bad = "Basic " + base64.b64encode(pair).decode()
+                self.assertEqual(http("POST", c.base + "/ingest?name=a.cpu", b"a 1",
+                                      {"Authorization": bad})[0], 401, pair)
             good = "Basic " + base64.b64encode(b"u:p").decode()
             self.assertEqual(http("POST", c.base + "/ingest?name=a.cpu", b"a 1",
                                   {"Authorization": good})[0], 200)
