@@ -14,6 +14,61 @@ import urllib.parse
 
 from harness import BIN, CORPUS, STORE_PIPELINE, Collector, pb_varint, corpus_files, http, multipart, parse_top, read_corpus
 
+# Expected values come from references independent of flamecol: the corpus's
+# `pprof -top` files (parse_top), hand-built inputs, and pprof_label_totals
+# below, a small pprof reader written here from profile.proto.
+CPU = "process_cpu:cpu:nanoseconds:cpu:nanoseconds"
+GO_CPU_TOTAL = 1080000000  # go-1s-cpu.top.txt, sample_index=1: "1080000000ns total"
+GO_3S_CPU_TOTAL = 5350000000  # go-3s-cpu.top.txt
+PYRO_GO_CPU_TOTAL = 1650000000  # pyroscope-go-cpu.top.txt
+
+
+def pprof_time_s(name):
+    """The profile's own time_nanos (Profile field 9), read by this test: /ingest's
+    `from` is ignored when the pprof has its own time."""
+    return pb_read(gzip.decompress(read_corpus(name)))[9][0] // 10**9
+
+
+def top_flat(name, index):
+    """pprof -top's flat per function (rows of one function name summed)."""
+    flat = {}
+    for f, fn in parse_top(name)[index]["rows"]:
+        flat[fn] = flat.get(fn, 0) + f
+    return flat
+
+
+def pprof_label_totals(name, index, label):
+    """Sum of sample values[index] per value of a pprof string label (None:
+    samples without it), read from the corpus file by this test's own decoder
+    (profile.proto: Profile.sample = 2, string_table = 6; Sample.value = 2,
+    Sample.label = 3; Label.key = 1, Label.str = 2)."""
+    prof = pb_read(gzip.decompress(read_corpus(name)))
+    strings = [x.decode() for x in prof.get(6, [])]
+
+    def varints(vals):  # a repeated int64 field: packed (bytes) or not (ints)
+        out = []
+        for v in vals:
+            if isinstance(v, bytes):
+                i = 0
+                while i < len(v):
+                    x, i = pb_varint(v, i)
+                    out.append(x)
+            else:
+                out.append(v)
+        return out
+
+    totals = {}
+    for raw in prof.get(2, []):
+        sample = pb_read(raw)
+        value = varints(sample.get(2, []))[index]
+        key = None
+        for l in sample.get(3, []):
+            lab = pb_read(l)
+            if strings[lab.get(1, [0])[0]] == label and lab.get(2, [0])[0]:
+                key = strings[lab[2][0]]
+        totals[key] = totals.get(key, 0) + value
+    return totals
+
 
 
 def flamebearer_flat(doc):
@@ -25,6 +80,16 @@ def flamebearer_flat(doc):
             name = fb["names"][level[i + 3]]
             flat[name] = flat.get(name, 0) + level[i + 2]
     return fb["numTicks"], flat
+
+
+def folded_flat(text):
+    """Self per leaf function of folded text (what pprof -top calls flat)."""
+    flat = {}
+    for line in text.splitlines():
+        stack, v = line.rsplit(" ", 1)
+        leaf = stack.split(";")[-1]
+        flat[leaf] = flat.get(leaf, 0) + int(v)
+    return flat
 
 
 def render(c, query, tenant=None, **params):
@@ -56,11 +121,16 @@ class StoreApiTest(unittest.TestCase):
         return json.loads(body)
 
     def test_render_matches_pprof_top(self):
+        # pprof pushes are stored as they are (README: values are never
+        # rewritten; only OTLP samples:count x period is scaled): every sample
+        # type of every corpus file answers exactly pprof -top's total and
+        # flat column, every row.
         types = self.types()
-        checked = 0
+        checked = sections = 0
         for i, name in enumerate(self.files):
-            for section in parse_top(name).values():
-                found = False
+            for index, section in parse_top(name).items():
+                sections += 1
+                found = []
                 for t in types:
                     if t.split(":")[1] != section["type"]:
                         continue
@@ -69,14 +139,15 @@ class StoreApiTest(unittest.TestCase):
                     total, flat = flamebearer_flat(json.loads(body))
                     if total == 0:
                         continue
-                    found = True
-                    scale = total // section["total"] if section["total"] else 1
-                    self.assertEqual(total, section["total"] * scale, "%s %s" % (name, t))
-                    for f, fn in section["rows"][:10]:
-                        self.assertEqual(flat.get(fn, 0), f * scale, "%s %s %s" % (name, t, fn))
+                    found.append(t)
+                    self.assertEqual(total, section["total"], "%s %s" % (name, t))
+                    want = top_flat(name, index)
+                    self.assertEqual({fn: flat.get(fn, 0) for fn in want}, want, "%s %s" % (name, t))
+                    self.assertEqual(sum(want.values()), section["total"], name)  # every row kept
                     self.assertIn("X-Flamecol-Nodes-Merged", headers)
                     checked += 1
-                self.assertTrue(found, "%s: no stored type for %s" % (name, section["type"]))
+                self.assertEqual(len(found), 1, "%s: stored types for %s: %s" % (name, section["type"], found))
+        self.assertEqual(checked, sections)
         self.assertGreaterEqual(checked, 30)
 
     def test_pprof_and_folded_formats(self):
@@ -89,38 +160,69 @@ class StoreApiTest(unittest.TestCase):
             f.write(body)
         folded = subprocess.run([BIN, "convert", "--to", "folded", path], check=True,
                                 capture_output=True, text=True).stdout
-        self.assertEqual(sum(int(l.rsplit(" ", 1)[1]) for l in folded.splitlines()), 1080000000)
+        want = {fn: v for fn, v in top_flat("go-1s-cpu", 1).items() if v}
+        self.assertEqual(folded_flat(folded), want)
+        self.assertEqual(sum(want.values()), GO_CPU_TOTAL)
         status, _, body = render(self.c, '%s{service_name="svc-%d"}' % (t, i), format="folded")
-        self.assertEqual(sum(int(l.rsplit(" ", 1)[1]) for l in body.decode().splitlines()), 1080000000)
+        self.assertEqual(folded_flat(body.decode()), want)
 
     def test_selectors_and_sample_labels(self):
-        t = "process_cpu:cpu:nanoseconds:cpu:nanoseconds"
+        t = CPU
         i = self.files.index("go-1s-cpu")
-        whole = flamebearer_flat(json.loads(render(self.c, '%s{service_name="svc-%d"}' % (t, i))[2]))[0]
+        total = lambda sel: flamebearer_flat(json.loads(render(self.c, '%s{%s}' % (t, sel))[2]))[0]
+        ref = pprof_label_totals("go-1s-cpu", 1, "worker")  # this test's own pprof reading
+        self.assertEqual(sum(ref.values()), GO_CPU_TOTAL)
+        workers = sorted(w for w in ref if w is not None)
+        self.assertGreaterEqual(len(workers), 2)
+        self.assertIn(None, ref)
+        svc = 'service_name="svc-%d"' % i
+        self.assertEqual(total(svc), GO_CPU_TOTAL)
         status, _, body = http("GET", self.c.base + "/pyroscope/label-values?label=worker")
-        workers = json.loads(body)
-        self.assertTrue(workers)
-        parts = 0
+        self.assertEqual(sorted(json.loads(body)), workers)
+        # A pprof label selects exactly its samples (README: a sample's labels join its series).
         for w in workers:
-            q = '%s{service_name="svc-%d",worker="%s"}' % (t, i, w)
-            parts += flamebearer_flat(json.loads(render(self.c, q)[2]))[0]
-        rest = flamebearer_flat(json.loads(render(self.c, '%s{service_name="svc-%d",worker=""}' % (t, i))[2]))[0]
-        # A pprof label selects exactly its samples: the parts add up to the whole.
-        self.assertEqual(parts + rest, whole)
-        regex = flamebearer_flat(json.loads(render(self.c, '%s{service_name=~"svc-%d"}' % (t, i))[2]))[0]
-        self.assertEqual(regex, whole)
+            self.assertEqual(total('%s,worker="%s"' % (svc, w)), ref[w], w)
+            self.assertEqual(total('%s,worker!="%s"' % (svc, w)), GO_CPU_TOTAL - ref[w], w)
+        # A label a series lacks matches as "".
+        self.assertEqual(total('%s,worker=""' % svc), ref[None])
+        self.assertEqual(total('%s,worker!=""' % svc), GO_CPU_TOTAL - ref[None])
+        self.assertEqual(total('%s,worker=~".+"' % svc), GO_CPU_TOTAL - ref[None])
+        self.assertEqual(total('%s,worker=~".*"' % svc), GO_CPU_TOTAL)
+        # Fully anchored regexes: "svc-%d" matches only itself, a prefix matches nothing.
+        self.assertEqual(total('service_name=~"svc-%d"' % i), GO_CPU_TOTAL)
+        self.assertEqual(total('service_name=~"vc-%d"' % i), 0)
+        self.assertEqual(total('service_name=~"svc-"'), 0)
+        self.assertEqual(total('service_name=~"svc-.*"'), GO_CPU_TOTAL + GO_3S_CPU_TOTAL + PYRO_GO_CPU_TOTAL)
+        two = workers[:2]
+        self.assertEqual(total('%s,worker=~"%s|%s"' % (svc, two[0], two[1])), ref[two[0]] + ref[two[1]])
+        self.assertEqual(total('%s,worker!~"%s|%s"' % (svc, two[0], two[1])),
+                         GO_CPU_TOTAL - ref[two[0]] - ref[two[1]])
 
     def test_render_timeline_group_by(self):
         t = "process_cpu:cpu:nanoseconds:cpu:nanoseconds"
         i = self.files.index("go-1s-cpu")
         q = '%s{service_name="svc-%d"}' % (t, i)
-        rng = {"from": "1699999000", "until": "1700001000"}
+        when = pprof_time_s("go-1s-cpu")
+        rng = {"from": str(when - 1000), "until": str(when + 1000)}
         plain = json.loads(render(self.c, q, **rng)[2])
         self.assertIsNone(plain["groups"])
         doc = json.loads(render(self.c, q, groupBy="worker", **rng)[2])
         timeline, groups = doc["timeline"], doc["groups"]
         self.assertEqual(timeline, plain["timeline"])
-        self.assertEqual(sum(timeline["samples"]), doc["flamebearer"]["numTicks"])
+        self.assertEqual(sum(timeline["samples"]), GO_CPU_TOTAL)
+        self.assertEqual(doc["flamebearer"]["numTicks"], GO_CPU_TOTAL)
+        # Each group's timeline sums to its samples, read from the pprof by this test.
+        ref = pprof_label_totals("go-1s-cpu", 1, "worker")
+        self.assertEqual({k: sum(g["samples"]) for k, g in groups.items()},
+                         {("*" if k is None else k): v for k, v in ref.items()})
+        # The one nonzero point is the profile's 10 s window, or, once that is
+        # older than fine_retention (24h by default: the corpus's own times
+        # may be), the step where its 100 s window starts (README).
+        step = timeline["durationDelta"]
+        fine, coarse = [(w - timeline["startTime"]) // step for w in (when // 10 * 10, when // 100 * 100)]
+        age = time.time() - when
+        want = [fine] if age < 86400 - 300 else [coarse] if age > 86400 + 300 else [fine, coarse]
+        self.assertIn([k for k, v in enumerate(timeline["samples"]) if v], [[w] for w in want])
         self.assertGreaterEqual(len(groups), 3)  # two or more workers, and "*" for samples without
         self.assertIn("*", groups)
         for g in groups.values():
@@ -140,9 +242,25 @@ class StoreApiTest(unittest.TestCase):
         status, _, body = http("GET", self.c.base + "/api/v1/findings?" + q)
         self.assertEqual(status, 200, body)
         doc = json.loads(body)
-        self.assertEqual(doc["total"], 1080000000)
+        self.assertEqual(doc["total"], GO_CPU_TOTAL)
         self.assertEqual(len(doc["top"]), 5)
         self.assertEqual(doc["hottest_path"][0]["name"], "main.worker")
+        # self and total are pprof -top's flat and cum (cum: counted once per stack).
+        cum = {}
+        with open(os.path.join(CORPUS, "go-1s-cpu.top.txt")) as f:
+            section = None
+            for line in f:
+                if line.startswith("### sample_index="):
+                    section = int(line.split("=")[1])
+                elif section == 1 and line.strip() and line.strip()[0].isdigit() and "%" in line:
+                    parts = line.split()
+                    fn = line.split("%", 4)[-1].strip().replace(" (inline)", "")
+                    cum[fn] = (int(parts[0].rstrip("ns")), int(parts[3].rstrip("ns")))
+        for r in doc["top"]:
+            self.assertEqual((r["self"], r["total"]), cum[r["name"]], r["name"])
+        # the top 5 by self: no function left out has more self than the 5th
+        self.assertEqual(sorted((v[0] for v in cum.values()), reverse=True)[:5],
+                         sorted((r["self"] for r in doc["top"]), reverse=True))
         # The CLI prints pprof -top's flat and cum columns for the top functions.
         out = subprocess.run([BIN, "query", "--url", self.c.base, sel, "--from", "0", "--top", "5"],
                              check=True, capture_output=True, text=True).stdout
@@ -361,13 +479,16 @@ class ConnectApiTest(unittest.TestCase):
         status, _, body = connect(self.c, "SelectSeries", req)
         self.assertEqual(status, 200, body)
         series = body["series"]
-        self.assertGreaterEqual(len(series), 2)
-        total = sum(p["value"] for s in series for p in s.get("points", []))
-        self.assertEqual(total, 1080000000)
+        ref = pprof_label_totals("go-1s-cpu", 1, "worker")
+        got = {}
+        for s in series:
+            w = [l["value"] for l in s.get("labels", []) if l["name"] == "worker"]
+            got[w[0] if w else None] = sum(p["value"] for p in s.get("points", []))
+        self.assertEqual(got, ref)
+        self.assertEqual(sum(got.values()), GO_CPU_TOTAL)
         status, _, body = connect(self.c, "SelectSeries", dict(req, limit="1"))
         self.assertEqual(len(body["series"]), 1)
-        self.assertEqual(max(s["value"] for s in series for s in s.get("points", [])),
-                         body["series"][0]["points"][0]["value"])
+        self.assertEqual(body["series"][0]["points"][0]["value"], max(ref.values()))
         del req["groupBy"], req["step"]
         status, _, body = connect(self.c, "SelectMergeProfile", req)
         self.assertEqual(status, 200)

@@ -3,8 +3,15 @@
  * over three days; for random selectors and ranges, the merged flame graph
  * equals a brute-force merge of exactly the profiles (and samples) in range,
  * and the number of windows merged stays within 2*9*levels + 2 per series.
+ *
+ * The oracle shares no code with the store's query path: the profile type,
+ * the matchers and the folded stacks are small references written here from
+ * the specification (README), not flamecol's fc_pyro_stored_type,
+ * fc_matcher_match or fc_folded_stack. Totals are checked against the
+ * corpus's `pprof -top` figures.
  */
 #include <math.h>
+#include <regex.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -26,6 +33,29 @@
 #define N_PROFILES 90
 #define BASE 1700000000LL /* seconds */
 #define SPAN (3 * 86400)
+/* go-1s-cpu.top.txt, sample_index=1: "Showing nodes accounting for 1080000000ns". */
+#define GO_CPU_TOTAL 1080000000LL
+
+/*
+ * __name__ by hand for the corpus's Go profiles, as Pyroscope names a raw pprof
+ * (README: derived from the sample types): cpu -> process_cpu, allocs/heap ->
+ * memory, goroutine -> goroutines, and block/mutex (contentions, delay;
+ * Pyroscope's default display names mutex_count/mutex_duration) -> mutex.
+ */
+static const char *name_of(const char *file)
+{
+    static const char *const names[][2] = {
+        {"go-1s-allocs", "memory"}, {"go-1s-block", "mutex"},     {"go-1s-cpu", "process_cpu"},
+        {"go-1s-goroutine", "goroutines"}, {"go-1s-heap", "memory"}, {"go-1s-mutex", "mutex"}};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        if (strncmp(file, names[i][0], strlen(names[i][0])) == 0 &&
+            strcmp(file + strlen(names[i][0]), ".pb.gz") == 0) {
+            return names[i][1];
+        }
+    }
+    fail_msg("no __name__ by hand for %s", file);
+    return NULL;
+}
 
 struct stored {
     struct fc_batch *b;
@@ -39,7 +69,7 @@ static struct fc_store *store;
 
 static struct fc_batch *load(const char *name, int service, int64_t time_s, const char *tenant)
 {
-    char path[1024], svc[32], pname[64];
+    char path[1024], svc[32];
     size_t len;
     uint8_t *data;
     struct fc_batch *b = fc_batch_new(0);
@@ -52,8 +82,7 @@ static struct fc_batch *load(const char *name, int service, int64_t time_s, cons
     free(data);
     snprintf(svc, sizeof(svc), "svc-%d", service);
     fc_profile_set_label(b, p, "service_name", svc);
-    fc_pyro_profile_name(b, p, NULL, 0, pname, sizeof(pname));
-    fc_profile_set_label(b, p, "__name__", pname);
+    fc_profile_set_label(b, p, "__name__", name_of(name));
     p->time_ns = time_s * 1000000000LL;
     fc_batch_set_tenant(b, tenant);
     return b;
@@ -172,10 +201,83 @@ static const char *sample_label(const struct fc_batch *b, const struct fc_sample
     return a != NULL && a->kind == FC_ATTR_STR ? fc_str(b, a->v.str) : NULL;
 }
 
-/* The oracle: every sample of every stored profile in range whose labels match. */
-static void brute_force(const struct fc_selector *sel, int64_t from_s, int64_t until_s,
-                        struct folded *out)
+/* One matcher of a query, kept apart from the selector text it is printed into. */
+struct ref_matcher {
+    const char *name, *op, *value; /* op: "=", "!=", "=~", "!~" */
+};
+
+/* PromQL matcher semantics, with POSIX regexes (the store uses PCRE2): fully anchored. */
+static bool ref_match(const struct ref_matcher *m, const char *value)
 {
+    bool eq;
+
+    if (strcmp(m->op, "=") == 0 || strcmp(m->op, "!=") == 0) {
+        eq = strcmp(value, m->value) == 0;
+    } else {
+        char *anchored = malloc(strlen(m->value) + 8);
+        regex_t re;
+        sprintf(anchored, "^(%s)$", m->value);
+        assert_int_equal(regcomp(&re, anchored, REG_EXTENDED | REG_NOSUB), 0);
+        eq = regexec(&re, value, 0, NULL, 0) == 0;
+        regfree(&re);
+        free(anchored);
+    }
+    return m->op[0] == '!' ? !eq : eq;
+}
+
+/*
+ * The profile type a pprof sample type is stored under (README): the profile's
+ * __name__, then sample type:unit and period type:unit. Only an OTLP profile
+ * (origin != 0) of samples:count with a cpu:nanoseconds period is stored as
+ * process_cpu:cpu:nanoseconds with values x period; pprof values as they are.
+ */
+static void ref_stored_type(const struct fc_batch *b, const struct fc_profile *p, uint32_t t,
+                            char *out, size_t size, int64_t *scale)
+{
+    const char *type = fc_str(b, p->sample_types[t].type), *unit = fc_str(b, p->sample_types[t].unit);
+    const char *ptype = fc_str(b, p->period_type.type), *punit = fc_str(b, p->period_type.unit);
+    const char *name = NULL;
+
+    *scale = 1;
+    if (p->origin != 0 && strcmp(type, "samples") == 0 && strcmp(unit, "count") == 0 &&
+        strcmp(ptype, "cpu") == 0 && strcmp(punit, "nanoseconds") == 0 && p->period > 0) {
+        snprintf(out, size, "process_cpu:cpu:nanoseconds:cpu:nanoseconds");
+        *scale = p->period;
+        return;
+    }
+    for (uint32_t i = 0; i < p->n_labels; i++) {
+        if (strcmp(fc_str(b, p->labels[i].name), "__name__") == 0) {
+            name = fc_str(b, p->labels[i].value);
+        }
+    }
+    snprintf(out, size, "%s:%s:%s:%s:%s", name ? name : "", type, unit, ptype, punit);
+}
+
+/* A folded stack: frame names root first, joined by ';' (inlined frames caller first). */
+static void ref_stack(const struct fc_batch *b, const struct fc_sample *smp, char *out, size_t size)
+{
+    const struct fc_stack *st = &b->dict.stacks[smp->stack];
+    const uint32_t *locs = fc_span_idx(b, st->locations); /* leaf first */
+    size_t len = 0;
+
+    out[0] = '\0';
+    for (uint32_t i = st->locations.n; i-- > 0;) {
+        const struct fc_location *loc = &b->dict.locations[locs[i]];
+        assert_true(loc->n_lines > 0); /* every corpus location names its functions */
+        for (uint32_t j = loc->n_lines; j-- > 0;) { /* lines: callee first, caller last */
+            const struct fc_function *f = &b->dict.functions[b->dict.lines[loc->lines_off + j].function];
+            len += (size_t)snprintf(out + len, size - len, "%s%s", len ? ";" : "", fc_str(b, f->name));
+            assert_true(len < size);
+        }
+    }
+}
+
+/* The oracle: every sample of every stored profile in range whose labels match. */
+static void brute_force(const char *type_id, const struct ref_matcher *ms, size_t n_ms,
+                        int64_t from_s, int64_t until_s, struct folded *out)
+{
+    static char line[1 << 16];
+
     for (int i = 0; i < N_PROFILES; i++) {
         const struct fc_batch *b = stored[i].b;
         const struct fc_profile *p = &b->profiles[0];
@@ -183,34 +285,34 @@ static void brute_force(const struct fc_selector *sel, int64_t from_s, int64_t u
             continue;
         }
         for (uint32_t t = 0; t < p->n_sample_types; t++) {
-            struct fc_buf id;
+            char id[256];
             int64_t scale;
-            fc_buf_init(&id, 0);
-            fc_pyro_stored_type(b, p, t, &id, &scale);
-            if (strcmp((const char *)id.data, sel->profile_type) != 0) {
-                fc_buf_release(&id);
+            ref_stored_type(b, p, t, id, sizeof(id), &scale);
+            if (strcmp(id, type_id) != 0) {
                 continue;
             }
-            fc_buf_release(&id);
             for (uint32_t s = 0; s < p->n_samples; s++) {
                 const struct fc_sample *smp = &p->samples[s];
                 int64_t v = fc_sample_value(p, smp, t);
                 bool ok = v > 0;
-                struct fc_buf line;
-                for (size_t m = 0; ok && m < sel->n; m++) {
-                    const char *value = fc_profile_label(b, p, sel->matchers[m].name);
-                    if (value == NULL) {
-                        value = sample_label(b, smp, sel->matchers[m].name);
+                for (size_t m = 0; ok && m < n_ms; m++) {
+                    /* Series labels, then the sample's own; a missing label is "". */
+                    const char *value = NULL;
+                    for (uint32_t l = 0; l < p->n_labels; l++) {
+                        if (strcmp(fc_str(b, p->labels[l].name), ms[m].name) == 0) {
+                            value = fc_str(b, p->labels[l].value);
+                        }
                     }
-                    ok = fc_matcher_match(&sel->matchers[m], value ? value : "");
+                    if (value == NULL) {
+                        value = sample_label(b, smp, ms[m].name);
+                    }
+                    ok = ref_match(&ms[m], value ? value : "");
                 }
                 if (!ok) {
                     continue;
                 }
-                fc_buf_init(&line, 0);
-                fc_folded_stack(b, smp->stack, &line);
-                add(out, line.data ? (const char *)line.data : "", v * scale);
-                fc_buf_release(&line);
+                ref_stack(b, smp, line, sizeof(line));
+                add(out, line, v * scale);
             }
         }
     }
@@ -261,18 +363,27 @@ static void test_oracle(void **state)
                                         "memory:inuse_objects:count:space:bytes",
                                         "mutex:delay:nanoseconds:contentions:count",
                                         "goroutines:goroutine:count:goroutine:count"};
-    static const char *const filters[] = {"",
-                                          "service_name=\"svc-1\"",
-                                          "service_name!=\"svc-0\"",
-                                          "service_name=~\"svc-[12]\"",
-                                          "service_name=\"svc-2\",worker=~\".+\"",
-                                          "nothing=\"\""};
+    /* Each filter: up to two matchers, printed into the selector text below. */
+    static const struct ref_matcher filters[][2] = {
+        {{NULL, NULL, NULL}},
+        {{"service_name", "=", "svc-1"}},
+        {{"service_name", "!=", "svc-0"}},
+        {{"service_name", "=~", "svc-[12]"}},
+        {{"service_name", "=", "svc-2"}, {"worker", "=~", ".+"}},
+        {{"nothing", "=", ""}},
+        {{"service_name", "=~", "svc"}}, /* anchored: matches no "svc-N" */
+        {{"worker", "!~", "[0-2]"}, {"service_name", "!=", "svc-1"}},
+        {{"worker", "=", ""}}, /* samples without the label */
+        {{"worker", "!=", "3"}, {"nothing", "!~", ".+"}}};
+    const size_t n_filters = sizeof(filters) / sizeof(filters[0]);
     char *prefix = malloc(1 << 20);
     int checked = 0;
 
     (void)state;
-    for (int q = 0; q < 60; q++) {
-        char text[512];
+    for (int q = 0; q < 90; q++) {
+        char text[512], matchers[256];
+        const struct ref_matcher *f = filters[(q / 6) % n_filters];
+        size_t n_ms = 0;
         struct fc_selector sel;
         struct fc_error err = {0};
         struct fc_store_query query = {0};
@@ -285,7 +396,13 @@ static void test_oracle(void **state)
         if (nu <= nf) {
             nu = nf + 10;
         }
-        snprintf(text, sizeof(text), "%s{%s}", types[q % 6], filters[(q / 6) % 6]);
+        matchers[0] = '\0';
+        for (; n_ms < 2 && f[n_ms].name != NULL; n_ms++) {
+            size_t l = strlen(matchers);
+            snprintf(matchers + l, sizeof(matchers) - l, "%s%s%s\"%s\"", n_ms ? "," : "",
+                     f[n_ms].name, f[n_ms].op, f[n_ms].value);
+        }
+        snprintf(text, sizeof(text), "%s{%s}", types[q % 6], matchers);
         assert_int_equal(fc_selector_parse(text, &sel, &err), FC_OK);
         query.tenant = "tenant-a";
         query.selector = &sel;
@@ -297,7 +414,7 @@ static void test_oracle(void **state)
         }
         prefix[0] = '\0';
         tree_to_folded(&res, 0, prefix, &got);
-        brute_force(&sel, nf, nu, &want);
+        brute_force(types[q % 6], f, n_ms, nf, nu, &want);
         assert_same(&got, &want, text);
         /* The segment-tree bound: per series, whatever the range. */
         if (!query.level0_only) {
@@ -310,6 +427,21 @@ static void test_oracle(void **state)
         fc_selector_release(&sel);
     }
     assert_true(checked >= 20); /* most queries found data */
+    {
+        /* The whole range, by hand: profiles i % 5 == 2 are go-1s-cpu, 18 of 90. */
+        struct fc_selector sel;
+        struct fc_error err = {0};
+        struct fc_store_query query = {"tenant-a", &sel, BASE * 1000000000LL,
+                                       (BASE + SPAN) * 1000000000LL, false};
+        struct fc_store_result res;
+        struct fc_store_stats stats;
+        assert_int_equal(fc_selector_parse("process_cpu:cpu:nanoseconds:cpu:nanoseconds{}", &sel, &err),
+                         FC_OK);
+        assert_int_equal(fc_store_select_merge(store, &query, &res, &stats, &err), FC_OK);
+        assert_int_equal(fc_tree_total(&res.tree), 18 * GO_CPU_TOTAL);
+        fc_store_result_release(&res);
+        fc_selector_release(&sel);
+    }
     free(prefix);
 }
 
@@ -584,10 +716,14 @@ static void test_compaction_rounds_old_ranges_out_to_100s(void **state)
                      FC_OK);
     q.tenant = "c";
     q.selector = &sel;
+    /* By hand: one go-1s-cpu profile (GO_CPU_TOTAL) per 10 s window. */
     aligned = range_total(s2, &q, BASE + 100, BASE + 300);
     unaligned = range_total(s2, &q, BASE + 130, BASE + 270);
     fine = range_total(s2, &q, BASE + 430, BASE + 570);
-    assert_true(unaligned > 0 && unaligned < aligned);
+    assert_int_equal(aligned, 20 * GO_CPU_TOTAL);
+    assert_int_equal(unaligned, 14 * GO_CPU_TOTAL);
+    assert_int_equal(fine, 14 * GO_CPU_TOTAL);
+    assert_int_equal(range_total(s2, &q, BASE + 330, BASE + 370), 4 * GO_CPU_TOTAL);
     q.from_ns = BASE * 1000000000LL;
     q.until_ns = (BASE + 600) * 1000000000LL;
     assert_int_equal(fc_store_timeline(s2, &q, 10000000000LL, before, 60, &err), FC_OK);
@@ -602,6 +738,15 @@ static void test_compaction_rounds_old_ranges_out_to_100s(void **state)
         rounded = range_total(s2, &q, BASE + 130, BASE + 270);
         assert_int_equal(rounded, aligned); /* rounded out, nothing lost at the edges */
         assert_int_equal(range_total(s2, &q, BASE + 430, BASE + 570), fine);
+        /* The boundary: [BASE + 300, BASE + 400) is the last compacted window (it
+         * ends exactly at the cutoff); any slice of it answers with all of it, and
+         * the first window after the cutoff keeps its 10 s resolution. */
+        assert_int_equal(range_total(s2, &q, BASE + 330, BASE + 370), 10 * GO_CPU_TOTAL);
+        assert_int_equal(range_total(s2, &q, BASE + 390, BASE + 400), 10 * GO_CPU_TOTAL);
+        assert_int_equal(range_total(s2, &q, BASE + 300, BASE + 310), 10 * GO_CPU_TOTAL);
+        assert_int_equal(range_total(s2, &q, BASE + 390, BASE + 410), 11 * GO_CPU_TOTAL);
+        assert_int_equal(range_total(s2, &q, BASE + 400, BASE + 410), 1 * GO_CPU_TOTAL);
+        assert_int_equal(range_total(s2, &q, BASE + 290, BASE + 300), 10 * GO_CPU_TOTAL);
         q.from_ns = BASE * 1000000000LL;
         q.until_ns = (BASE + 600) * 1000000000LL;
         assert_int_equal(fc_store_timeline(s2, &q, 10000000000LL, after, 60, &err), FC_OK);
