@@ -171,22 +171,30 @@ static void free_selectors(struct fc_selector *s, size_t n)
     free(s);
 }
 
-/* Walks canonical label sets: name 0x01 value 0x02 ... */
-static size_t split_labels(const char *canon, const char **names, size_t *name_lens,
-                           const char **values, size_t *value_lens, size_t max)
-{
-    size_t n = 0;
+struct label_ref {
+    const char *name, *value;
+    size_t name_len, value_len;
+};
 
-    for (const char *p = canon; *p && n < max;) {
+/* A canonical label set (name 0x01 value 0x02 ...) as pairs in the call's arena: all of them. */
+static size_t split_labels(struct call *c, const char *canon, struct label_ref **out)
+{
+    size_t n = 0, cap = 0;
+
+    for (const char *p = canon; *p; p++) {
+        cap += *p == '\x02';
+    }
+    *out = anew(c, (cap ? cap : 1) * sizeof(**out));
+    for (const char *p = canon; *p && n < cap;) {
         const char *sep = strchr(p, '\x01');
         const char *end = sep ? strchr(sep + 1, '\x02') : NULL;
         if (sep == NULL || end == NULL) {
             break;
         }
-        names[n] = p;
-        name_lens[n] = (size_t)(sep - p);
-        values[n] = sep + 1;
-        value_lens[n] = (size_t)(end - sep - 1);
+        (*out)[n].name = p;
+        (*out)[n].name_len = (size_t)(sep - p);
+        (*out)[n].value = sep + 1;
+        (*out)[n].value_len = (size_t)(end - sep - 1);
         n++;
         p = end + 1;
     }
@@ -238,17 +246,17 @@ static void names_or_values(struct call *c, char **matchers, size_t n_matchers,
         return;
     }
     for (size_t i = 0; i < n; i++) {
-        const char *names[128], *values[128];
-        size_t nl[128], vl[128];
-        size_t k = split_labels(series[i], names, nl, values, vl, 128);
+        struct label_ref *l;
+        size_t k = split_labels(c, series[i], &l);
         for (size_t j = 0; j < k; j++) {
             char *s;
             bool dup = false;
-            if (want_value != NULL &&
-                (nl[j] != strlen(want_value) || memcmp(names[j], want_value, nl[j]) != 0)) {
+            if (want_value != NULL && (l[j].name_len != strlen(want_value) ||
+                                       memcmp(l[j].name, want_value, l[j].name_len) != 0)) {
                 continue;
             }
-            s = want_value ? fc_xstrndup(values[j], vl[j]) : fc_xstrndup(names[j], nl[j]);
+            s = want_value ? fc_xstrndup(l[j].value, l[j].value_len)
+                           : fc_xstrndup(l[j].name, l[j].name_len);
             for (size_t m = 0; m < *n_out && !dup; m++) {
                 dup = strcmp((*out)[m], s) == 0;
             }
@@ -379,9 +387,8 @@ static void series(struct call *c, const uint8_t *body, size_t len)
     }
     resp.labels_set = anew(c, n * sizeof(Types__V1__Labels *));
     for (size_t i = 0; i < n; i++) {
-        const char *names[128], *values[128];
-        size_t nl[128], vl[128];
-        size_t k = split_labels(v[i], names, nl, values, vl, 128);
+        struct label_ref *l;
+        size_t k = split_labels(c, v[i], &l);
         Types__V1__Labels *ls = anew(c, sizeof(*ls));
         types__v1__labels__init(ls);
         ls->labels = anew(c, k * sizeof(Types__V1__LabelPair *));
@@ -389,16 +396,16 @@ static void series(struct call *c, const uint8_t *body, size_t len)
             Types__V1__LabelPair *lp;
             bool wanted = req->n_label_names == 0;
             for (size_t w = 0; !wanted && w < req->n_label_names; w++) {
-                wanted = strlen(req->label_names[w]) == nl[j] &&
-                         memcmp(req->label_names[w], names[j], nl[j]) == 0;
+                wanted = strlen(req->label_names[w]) == l[j].name_len &&
+                         memcmp(req->label_names[w], l[j].name, l[j].name_len) == 0;
             }
             if (!wanted) {
                 continue;
             }
             lp = anew(c, sizeof(*lp));
             types__v1__label_pair__init(lp);
-            lp->name = fc_arena_strndup(c->arena, names[j], nl[j]);
-            lp->value = fc_arena_strndup(c->arena, values[j], vl[j]);
+            lp->name = fc_arena_strndup(c->arena, l[j].name, l[j].name_len);
+            lp->value = fc_arena_strndup(c->arena, l[j].value, l[j].value_len);
             ls->labels[ls->n_labels++] = lp;
         }
         resp.labels_set[resp.n_labels_set++] = ls;
@@ -793,17 +800,16 @@ static void select_series(struct call *c, const uint8_t *body, size_t len)
     }
     resp.series = anew(c, n * sizeof(Types__V1__Series *));
     for (size_t i = 0; i < n; i++) {
-        const char *names[64], *values[64];
-        size_t nl[64], vl[64];
-        size_t k = split_labels(rank[i].ts->labels, names, nl, values, vl, 64);
+        struct label_ref *l;
+        size_t k = split_labels(c, rank[i].ts->labels, &l);
         Types__V1__Series *s = anew(c, sizeof(*s));
         types__v1__series__init(s);
         s->labels = anew(c, k * sizeof(Types__V1__LabelPair *));
         for (size_t j = 0; j < k; j++) {
             Types__V1__LabelPair *lp = anew(c, sizeof(*lp));
             types__v1__label_pair__init(lp);
-            lp->name = fc_arena_strndup(c->arena, names[j], nl[j]);
-            lp->value = fc_arena_strndup(c->arena, values[j], vl[j]);
+            lp->name = fc_arena_strndup(c->arena, l[j].name, l[j].name_len);
+            lp->value = fc_arena_strndup(c->arena, l[j].value, l[j].value_len);
             s->labels[s->n_labels++] = lp;
         }
         s->points = anew(c, buckets * sizeof(Types__V1__Point *));

@@ -432,6 +432,14 @@ class ReceiverRefsTest(unittest.TestCase):
         status, _, body = http("GET", self.c.base + "/pyroscope/label-names")
         names = json.loads(body)
         self.assertTrue(set("u%d" % i for i in range(150)) <= set(names))
+        # The Connect calls answer every label of the series too (they cut at 128 once).
+        sel = '{service_name="labels-150"}'
+        want = {"u%d" % i: "v%d" % i for i in range(150)}
+        names = self.connect("LabelNames", dict(matchers=[sel], **self.range_ms()))["names"]
+        self.assertTrue(set(want) <= set(names), sorted(set(want) - set(names)))
+        series = self.connect("Series", dict(matchers=[sel], **self.range_ms()))["labelsSet"]
+        got = {p["name"]: p["value"] for s in series for p in s["labels"]}
+        self.assertEqual({k: got.get(k) for k in want}, want)
 
     # -- prev_profile --
 
