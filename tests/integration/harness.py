@@ -236,3 +236,29 @@ def pb_varint(data, i):
         shift += 7
         if not b & 0x80:
             return v, i
+
+
+# ---- protobuf, written by hand from the .proto field numbers (an encoder that is not flamecol's) --
+
+def pb_put_varint(n):
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        out.append(b | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def pb_ld(n, payload):
+    """A length-delimited field."""
+    return pb_put_varint(n << 3 | 2) + pb_put_varint(len(payload)) + payload
+
+
+def pb_vi(n, v):
+    """A varint field."""
+    return pb_put_varint(n << 3) + pb_put_varint(v)
+
+
+def pb_packed(n, values):
+    return pb_ld(n, b"".join(pb_put_varint(v) for v in values))

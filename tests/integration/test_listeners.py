@@ -4,14 +4,13 @@ every connection, a second process cannot share a port, the gRPC tenant is
 checked as the HTTP one is, and JSON answers stay valid UTF-8."""
 import json
 import socket
-import subprocess
 import time
 import unittest
 import urllib.parse
 
 import grpc
 
-from harness import BIN, Collector, free_port, http, read_corpus
+from harness import Collector, free_port, http, pb_ld, pb_put_varint, pb_vi
 
 METHOD = "/opentelemetry.proto.collector.profiles.v1development.ProfilesService/Export"
 
@@ -84,21 +83,7 @@ def folded_push(c, name, body, tenant=None):
 def otlp_request(service, frames, value):
     """An ExportProfilesServiceRequest built from the .proto field numbers: one
     profile, one sample of one stack (frames root first), samples:count."""
-    def varint(v):
-        out = b""
-        while True:
-            b = v & 0x7F
-            v >>= 7
-            if v:
-                out += bytes([b | 0x80])
-            else:
-                return out + bytes([b])
-
-    def field(n, payload):
-        return varint(n << 3 | 2) + varint(len(payload)) + payload
-
-    def vfield(n, v):
-        return varint(n << 3) + varint(v)
+    varint, field, vfield = pb_put_varint, pb_ld, pb_vi
 
     strings = ["", "samples", "count", "service.name"] + list(frames)
     # dictionary: mapping_table(1) location_table(2) function_table(3) link_table(4)

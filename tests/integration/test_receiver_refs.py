@@ -24,7 +24,7 @@ import urllib.parse
 
 import grpc
 
-from harness import Collector, free_port, http, multipart
+from harness import Collector, free_port, http, multipart, pb_ld, pb_packed, pb_put_varint, pb_vi
 
 METHOD = "/opentelemetry.proto.collector.profiles.v1development.ProfilesService/Export"
 CPU = "process_cpu:cpu:nanoseconds:cpu:nanoseconds"
@@ -86,28 +86,7 @@ service:
 
 # ---- protobuf, by hand ------------------------------------------------------------------------
 
-def varint(n):
-    out = bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        out.append(b | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
-
-
-def ld(n, payload):
-    """A length-delimited field."""
-    return varint(n << 3 | 2) + varint(len(payload)) + payload
-
-
-def vi(n, v):
-    """A varint field."""
-    return varint(n << 3) + varint(v)
-
-
-def packed(n, values):
-    return ld(n, b"".join(varint(v) for v in values))
+varint, ld, vi, packed = pb_put_varint, pb_ld, pb_vi, pb_packed
 
 
 def pprof(sample_types, samples, time_s=T0, id_base=1, reverse_strings=False, period_type=None):

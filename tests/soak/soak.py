@@ -29,7 +29,7 @@ import time
 import urllib.parse
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "integration"))
-from harness import free_port, http  # noqa: E402
+from harness import free_port, http, pb_put_varint  # noqa: E402
 
 CONFIG = """
 receivers:
@@ -156,9 +156,9 @@ class Soak:
     def bad_inputs(self):
         deep = b""
         for _ in range(3000):  # an AnyValue nested 3,000 deep (array_value = 5, values = 1)
-            deep = b"\x2a" + self.varint(len(b"\x0a" + self.varint(len(deep)) + deep)) + \
-                b"\x0a" + self.varint(len(deep)) + deep
-        v = self.varint
+            deep = b"\x2a" + pb_put_varint(len(b"\x0a" + pb_put_varint(len(deep)) + deep)) + \
+                b"\x0a" + pb_put_varint(len(deep)) + deep
+        v = pb_put_varint
         attr = b"\x0a\x01k" + b"\x12" + v(len(deep)) + deep       # KeyValue{key, value}
         resource = b"\x0a" + v(len(attr)) + attr                 # Resource{attributes}
         rp = b"\x0a" + v(len(resource)) + resource              # ResourceProfiles{resource}
@@ -189,17 +189,6 @@ class Soak:
             with self.lock:
                 self.bad[status] = self.bad.get(status, 0) + 1
             self.stop.wait(0.05)
-
-    @staticmethod
-    def varint(v):
-        out = b""
-        while True:
-            b = v & 0x7F
-            v >>= 7
-            if v:
-                out += bytes([b | 0x80])
-            else:
-                return out + bytes([b])
 
     def flood(self):
         """Every minute, 400 connections for 10 s, then slow sockets for 10 s."""
