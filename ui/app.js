@@ -132,7 +132,7 @@
         const levels = Flame.decode(doc.flamebearer);
         data = { doc, levels, units: doc.metadata.units, table: Flame.table(levels) };
       }
-      if (state.focus && !(levels[state.focus.level] && levels[state.focus.level][state.focus.index])) {
+      if (state.focus && !(data.levels[state.focus.level] && data.levels[state.focus.level][state.focus.index])) {
         state.focus = null;
       }
       $('dl-pprof').href = renderUrl('pprof');

@@ -38,6 +38,10 @@ test('layout: focus spans the width, ancestors full width, siblings gone', () =>
     [2, 'a', 0, 1000, 0], [3, 'c', 0, 666.667, 0],
   ]);
   assert.deepEqual(rs.map((r) => r.ancestor), [true, true, false, false]);
+  // b (x 60, 40 wide) focused: it spans the width; a and a's child c are outside
+  assert.deepEqual(rects(Flame.layout(lv, 1000, { focus: { level: 2, index: 1 } })), [
+    [1, 'main', 0, 1000, 0], [0, 'total', 0, 1000, 0], [2, 'b', 0, 1000, 0],
+  ]);
 });
 
 test('layout: narrow neighbours merge into one grey block', () => {
@@ -60,6 +64,19 @@ test('table: self and total per function, recursion counted once, sorted by self
   assert.deepEqual(t.map((r) => [r.name, r.self, r.total]), [['f', 10, 10], ['g', 5, 5], ['main', 0, 15]]);
 });
 
+// total 15 -> main 15 -> {f 10 -> g 10 -> f 10 (self 10), g 5 (self 5)}: f calls itself through g
+const indirect = {
+  names: ['total', 'main', 'f', 'g'],
+  levels: [[0, 15, 0, 0], [0, 15, 0, 1], [0, 10, 0, 2, 0, 5, 5, 3], [0, 10, 0, 3], [0, 10, 10, 2]],
+};
+
+test('table and search: recursion through another function counted once', () => {
+  const lv = Flame.decode(indirect);
+  assert.deepEqual(Flame.table(lv).map((r) => [r.name, r.self, r.total]), [['f', 10, 10], ['g', 5, 15], ['main', 0, 15]]);
+  assert.deepEqual(Flame.searchStats(lv, Flame.matcher('f')), { count: 2, total: 10, share: 10 / 15 });
+  assert.deepEqual(Flame.searchStats(lv, Flame.matcher('g')), { count: 2, total: 15, share: 1 });
+});
+
 test('search: matches, and the share of the outermost matches', () => {
   const lv = Flame.decode(recursive);
   assert.deepEqual(Flame.searchStats(lv, Flame.matcher('F')), { count: 2, total: 10, share: 10 / 15 });
@@ -72,7 +89,12 @@ test('packages, hues and units', () => {
   assert.equal(Flame.packageOf('net/http.(*conn).serve'), 'net/http');
   assert.equal(Flame.packageOf('runtime.mallocgc'), 'runtime');
   assert.equal(Flame.packageOf('std::vector::push_back'), 'std');
-  assert.equal(Flame.hue('runtime'), Flame.hue('runtime'));
+  // a hue is a whole number of degrees, the same for the same package every time
+  for (const pkg of ['runtime', 'net/http', 'std', '']) {
+    const h = Flame.hue(pkg);
+    assert.ok(Number.isInteger(h) && h >= 0 && h < 360, `${pkg}: ${h}`);
+    assert.equal(Flame.hue(pkg.slice()), h);
+  }
   assert.equal(Flame.formatValue(1500000, 'samples'), '1.50 ms');
   assert.equal(Flame.formatValue(2.5e9, 'nanoseconds'), '2.50 s');
   assert.equal(Flame.formatValue(3 * 1048576, 'bytes'), '3.00 MB');
@@ -99,6 +121,10 @@ test('diff: change of share, and the table', () => {
   assert.deepEqual(Flame.diffChange(10, 10, 20, 40), { change: -0.5, kind: 'shrank' });
   assert.deepEqual(Flame.diffChange(10, 20, 20, 40), { change: 0, kind: 'same' });
   assert.deepEqual(Flame.diffChange(0, 5, 20, 40), { change: Infinity, kind: 'grew' });
+  // under a 5% change of share is 'same': 50% -> 52% is +4%, 50% -> 53% is +6%
+  assert.equal(Flame.diffChange(100, 208, 200, 400).kind, 'same');
+  assert.equal(Flame.diffChange(100, 212, 200, 400).kind, 'grew');
+  assert.equal(Flame.diffChange(100, 188, 200, 400).kind, 'shrank'); // 47%: -6%
   const t = Flame.diffTable(Flame.decodeDiff(diff), 20, 40);
   assert.deepEqual(t.map((r) => [r.name, r.baseline, r.comparison, r.change]), [['b', 10, 30, 0.5], ['a', 10, 10, -0.5]]);
 });
