@@ -86,6 +86,13 @@ struct fc_exporter_type {
      * Keep the batch past return only through fc_batch_ref().
      */
     int (*export)(struct fc_exporter *self, struct fc_batch *batch, struct fc_error *err);
+    /*
+     * Optional: shutdown has begun and must be over by deadline (CLOCK_MONOTONIC
+     * ns). Called before the receivers stop, so requests still in flight may
+     * export after it: work not done by the deadline is to be refused
+     * (retryable), never left blocking them. Must not wait.
+     */
+    void (*stopping)(struct fc_exporter *self, int64_t deadline_ns);
     /* Drain what is queued until deadline (CLOCK_MONOTONIC ns), then stop. */
     void (*shutdown)(struct fc_exporter *self, int64_t deadline_ns);
     void (*destroy)(struct fc_exporter *self);

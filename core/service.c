@@ -821,6 +821,13 @@ void fc_service_shutdown(struct fc_service *svc)
     svc->stopped = true;
     atomic_store(&svc->ready, 0);
     fc_log_info("service", "shutting down");
+    /* Exporters learn the deadline first: requests in flight wait on them. */
+    for (size_t i = 0; i < svc->started_exporters; i++) {
+        struct fc_exporter *e = svc->exporters[i];
+        if (e->type->stopping != NULL) {
+            e->type->stopping(e, deadline);
+        }
+    }
     /* Stop accepting, let in-flight requests finish (they run the pipelines). */
     if (svc->http != NULL) {
         int64_t left = deadline - fc_now_mono_ns();

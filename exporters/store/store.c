@@ -6,7 +6,9 @@
  * batch and wait; the writer takes everything queued, writes it in one
  * transaction and commits (with sync: batch, one fsync for all of them),
  * then wakes them: a request is acknowledged only once its profiles are
- * durable.
+ * durable. On shutdown, what is queued is committed until the deadline:
+ * no group is begun that would end past it (judged by the last commit's
+ * time), and what is left is refused (retryable, 503).
  */
 #include "exporters/store/store.h"
 #include "exporters/store/ui.h"
@@ -168,6 +170,36 @@ static void retention_pass(struct store_exporter *x)
     fc_metric_set(x->used_bytes, fc_store_used_bytes(x->store));
 }
 
+/*
+ * Shutting down, and a commit begun now would not end by the deadline (judged by
+ * the last one): what is queued is refused instead, so that the refusals reach
+ * their clients while the HTTP server still waits for requests in flight.
+ */
+static bool too_late(struct store_exporter *x)
+{
+    return x->deadline_ns > 0 && fc_now_mono_ns() + atomic_load(&x->commit_ns) >= x->deadline_ns;
+}
+
+#define SHUTDOWN_MSG "store: shutting down: not committed within service.shutdown_timeout; retry"
+
+/* At the shutdown deadline: every queued request is answered as refused. Under x->lock. */
+static void refuse_queued(struct store_exporter *x)
+{
+    size_t n = 0;
+
+    while (x->head != NULL) {
+        struct pending *p = x->head;
+        x->head = p->next;
+        p->rc = FC_EUNAVAIL;
+        fc_errorf(&p->err, FC_EUNAVAIL, SHUTDOWN_MSG);
+        p->done = true;
+        n++;
+    }
+    x->tail = NULL;
+    x->shutdown_refused += n;
+    pthread_cond_broadcast(&x->served);
+}
+
 static void *writer_main(void *arg)
 {
     struct store_exporter *x = arg;
@@ -177,10 +209,13 @@ static void *writer_main(void *arg)
         struct fc_batch *batches[256];
         struct pending *items[256];
         size_t n = 0;
+        int64_t t0;
         while (x->head == NULL && !x->stopping) {
             struct timespec until;
             int64_t due = x->next_retention_ns - fc_now_mono_ns();
-            if (due <= 0) {
+            if (x->deadline_ns > 0) {
+                due = 1000000000LL; /* shutting down: no retention any more */
+            } else if (due <= 0) {
                 pthread_mutex_unlock(&x->lock);
                 retention_pass(x);
                 pthread_mutex_lock(&x->lock);
@@ -197,10 +232,16 @@ static void *writer_main(void *arg)
             }
             pthread_cond_timedwait(&x->wake, &x->lock, &until);
         }
+        if (too_late(x)) {
+            refuse_queued(x); /* no new group that would end past the shutdown deadline */
+        }
         if (x->head == NULL && x->stopping) {
             break;
         }
-        if (fc_now_mono_ns() >= x->next_retention_ns) {
+        if (x->head == NULL) {
+            continue;
+        }
+        if (fc_now_mono_ns() >= x->next_retention_ns && x->deadline_ns == 0) {
             /* Due under a steady load too: a full store must free space to accept again. */
             pthread_mutex_unlock(&x->lock);
             retention_pass(x);
@@ -220,13 +261,27 @@ static void *writer_main(void *arg)
         pthread_mutex_unlock(&x->lock);
         if (x->cfg->sync == FC_SYNC_ALWAYS) {
             for (size_t i = 0; i < n; i++) {
+                bool late;
+                pthread_mutex_lock(&x->lock);
+                late = too_late(x);
+                x->shutdown_refused += late;
+                pthread_mutex_unlock(&x->lock);
+                if (late) { /* one commit per request: the deadline may pass within a group */
+                    items[i]->rc = fc_errorf(&items[i]->err, FC_EUNAVAIL, SHUTDOWN_MSG);
+                    continue;
+                }
+                t0 = fc_now_mono_ns();
                 items[i]->rc = fc_store_write(x->store, &batches[i], 1, &items[i]->err);
+                atomic_store(&x->commit_ns, fc_now_mono_ns() - t0);
                 fc_metric_add(x->commits, 1);
                 account_write(x, items[i]->rc, &items[i]->err);
             }
         } else {
             struct fc_error err = {0};
-            int rc = fc_store_write(x->store, batches, n, &err);
+            int rc;
+            t0 = fc_now_mono_ns();
+            rc = fc_store_write(x->store, batches, n, &err);
+            atomic_store(&x->commit_ns, fc_now_mono_ns() - t0);
             fc_metric_add(x->commits, 1);
             account_write(x, rc, &err);
             for (size_t i = 0; i < n; i++) {
@@ -281,9 +336,10 @@ static int store_export(struct fc_exporter *self, struct fc_batch *b, struct fc_
 
     p.batch = b; /* borrowed: this thread waits until the writer is done with it */
     pthread_mutex_lock(&x->lock);
-    if (x->stopping || !x->writer_started) {
+    if (x->stopping || !x->writer_started || too_late(x)) {
+        x->shutdown_refused++;
         pthread_mutex_unlock(&x->lock);
-        return fc_errorf(err, FC_EUNAVAIL, "the store is shutting down");
+        return fc_errorf(err, FC_EUNAVAIL, SHUTDOWN_MSG);
     }
     if (x->tail != NULL) {
         x->tail->next = &p;
@@ -304,19 +360,46 @@ static int store_export(struct fc_exporter *self, struct fc_batch *b, struct fc_
     return FC_OK;
 }
 
-static void store_shutdown(struct fc_exporter *self, int64_t deadline_ns)
+/*
+ * Shutdown has begun: what is queued, and what requests still in flight
+ * queue, is committed until deadline_ns; what would end later is refused.
+ * Does not wait.
+ */
+static void store_stopping(struct fc_exporter *self, int64_t deadline_ns)
 {
     struct store_exporter *x = self->ctx;
 
-    (void)deadline_ns;
+    pthread_mutex_lock(&x->lock);
+    if (x->deadline_ns == 0 || deadline_ns < x->deadline_ns) {
+        x->deadline_ns = deadline_ns > 0 ? deadline_ns : 1;
+    }
+    pthread_cond_signal(&x->wake);
+    pthread_mutex_unlock(&x->lock);
+}
+
+static void store_shutdown(struct fc_exporter *self, int64_t deadline_ns)
+{
+    struct store_exporter *x = self->ctx;
+    uint64_t refused;
+
+    store_stopping(self, deadline_ns);
     pthread_mutex_lock(&x->lock);
     x->stopping = true;
     pthread_cond_signal(&x->wake);
     pthread_mutex_unlock(&x->lock);
     if (x->writer_started) {
-        /* The writer drains what is queued before it stops. */
+        /* The writer commits what is queued until the deadline, refuses the rest, stops. */
         pthread_join(x->writer, NULL);
         x->writer_started = false;
+    }
+    pthread_mutex_lock(&x->lock);
+    refused = x->shutdown_refused;
+    pthread_mutex_unlock(&x->lock);
+    if (refused > 0) {
+        fc_log_warn(self->id,
+                    "refused %llu requests at the shutdown deadline (service.shutdown_timeout): "
+                    "not committed, answered 503",
+                    (unsigned long long)refused);
     }
 }
 
@@ -347,6 +430,7 @@ const struct fc_exporter_type fc_store_exporter = {
     .create = store_create,
     .start = store_start,
     .export = store_export,
+    .stopping = store_stopping,
     .shutdown = store_shutdown,
     .destroy = store_destroy,
 };

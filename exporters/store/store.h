@@ -45,7 +45,11 @@ struct store_exporter {
     pthread_cond_t wake;   /* the writer: work arrived or stop */
     pthread_cond_t served; /* exporters: a commit finished */
     struct pending *head, *tail;
-    bool stopping;
+    bool stopping;       /* the writer ends once the queue is empty */
+    int64_t deadline_ns; /* shutdown: all done by then (CLOCK_MONOTONIC; 0 = not stopping) */
+    _Atomic int64_t
+        commit_ns; /* how long the last commit took: none is begun that would end late */
+    uint64_t shutdown_refused; /* requests refused (503) because the deadline had passed */
     _Atomic int64_t *nodes_merged;
     _Atomic int64_t *queries;
     _Atomic int64_t *disk_bytes;
