@@ -142,6 +142,11 @@ class Collector:
             self.proc.send_signal(sig)
         try:
             rc = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            # Never leave a stuck process behind (it would load every later test).
+            self.proc.kill()
+            self.proc.wait()
+            raise
         finally:
             self.stderr.close()
         return rc
