@@ -433,14 +433,21 @@ static int labels_from_attrs(struct fc_batch *b, struct fc_profile *p, struct fc
     for (uint32_t i = 0; i < attrs.n; i++) {
         const struct fc_attr *a = &b->dict.attrs[fc_span_idx(b, attrs)[i]];
         const char *key = fc_str(b, a->key);
+        const char *text = value;
         int rc;
-        if (!attr_text(b, a, value, sizeof(value)) || key[0] == '\0') {
+        if (a->kind == FC_ATTR_STR) {
+            /* As it is: the receivers' max_label_value_length judges it, nothing cuts it. */
+            text = fc_str(b, a->v.str);
+        } else if (!attr_text(b, a, value, sizeof(value))) {
+            continue;
+        }
+        if (key[0] == '\0') {
             continue;
         }
         if (strcmp(key, "service.name") == 0) {
             key = "service_name";
         }
-        if ((rc = fc_profile_set_label(b, p, key, value)) != FC_OK) {
+        if ((rc = fc_profile_set_label(b, p, key, text)) != FC_OK) {
             return rc;
         }
     }

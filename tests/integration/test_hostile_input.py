@@ -210,6 +210,24 @@ class HostileInputTest(unittest.TestCase):
         self.assertEqual(status, 200, body)
         self.assert_still_serves("label")
 
+    def test_long_resource_attribute_is_judged_whole(self):
+        """A 3,000-byte resource attribute was cut to 2,047 bytes and accepted; now the
+        series-label cap refuses it, and 2,048 bytes (the limit) are stored whole."""
+        def req(n):
+            return otlp_request("longattr", resource_attrs=ld(1, ld(1, b"team") +
+                                                              ld(2, ld(1, b"x" * n))))
+        status, _, body = self.post_otlp(req(3000))
+        self.assertEqual(status, 400, body)
+        self.assertIn(b"max_label_value_length (2048)", body)
+        with self.assertRaises(grpc.RpcError) as e:
+            self.export(req(3000), timeout=10)
+        self.assertEqual(e.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+        status, _, body = self.post_otlp(req(2048))
+        self.assertEqual(status, 200, body)
+        status, _, body = http("GET", self.c.base + "/pyroscope/label-values?label=team")
+        self.assertEqual(json.loads(body), ["x" * 2048])
+        self.assert_still_serves("longattr")
+
     def test_20000_resource_attributes_are_refused(self):
         attrs = b"".join(ld(1, ld(1, b"attr.%d" % i) + ld(2, vi(3, i))) for i in range(20000))
         before = self.refused("otlp")
