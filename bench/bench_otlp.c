@@ -29,23 +29,14 @@
 #include <string.h>
 #include <unistd.h>
 
-#define METHOD "/opentelemetry.proto.collector.profiles.v1development.ProfilesService/Export"
-
-struct request {
-    uint8_t *data;
-    size_t len;
-    uint32_t profiles;
-    uint64_t samples;
-};
-
-static struct request reqs[64];
+static struct bench_otlp_request reqs[64];
 static size_t n_reqs;
 static int http_port, grpc_port;
 static _Atomic int64_t done_requests, done_bytes, done_profiles, done_samples, failures;
 static _Atomic int stop;
 static grpc_channel *channel;
 
-static void count(const struct request *r)
+static void count(const struct bench_otlp_request *r)
 {
     atomic_fetch_add(&done_requests, 1);
     atomic_fetch_add(&done_bytes, (int64_t)r->len);
@@ -59,7 +50,7 @@ static void *http_client(void *arg)
     int fd = bench_connect(http_port);
 
     while (!atomic_load(&stop) && fd >= 0) {
-        const struct request *r = &reqs[i++ % n_reqs];
+        const struct bench_otlp_request *r = &reqs[i++ % n_reqs];
         if (bench_http_post(fd, "/v1development/profiles", "application/x-protobuf", r->data,
                             r->len) != 200) {
             atomic_fetch_add(&failures, 1);
@@ -75,59 +66,14 @@ static void *http_client(void *arg)
     return NULL;
 }
 
-/* One unary call with gRPC core's client API; returns the status. */
-static int grpc_export(grpc_completion_queue *cq, const struct request *r)
-{
-    grpc_slice method = grpc_slice_from_static_string(METHOD);
-    gpr_timespec deadline =
-        gpr_time_add(gpr_now(GPR_CLOCK_REALTIME), gpr_time_from_seconds(30, GPR_TIMESPAN));
-    grpc_call *call = grpc_channel_create_call(channel, NULL, GRPC_PROPAGATE_DEFAULTS, cq, method,
-                                               NULL, deadline, NULL);
-    grpc_slice body = grpc_slice_from_static_buffer(r->data, r->len);
-    grpc_byte_buffer *send = grpc_raw_byte_buffer_create(&body, 1);
-    grpc_byte_buffer *recv = NULL;
-    grpc_metadata_array initial, trailing;
-    grpc_status_code status = GRPC_STATUS_UNKNOWN;
-    grpc_slice details;
-    grpc_op ops[6];
-    int tag;
-
-    grpc_metadata_array_init(&initial);
-    grpc_metadata_array_init(&trailing);
-    memset(ops, 0, sizeof(ops));
-    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
-    ops[1].op = GRPC_OP_SEND_MESSAGE;
-    ops[1].data.send_message.send_message = send;
-    ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
-    ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
-    ops[3].data.recv_initial_metadata.recv_initial_metadata = &initial;
-    ops[4].op = GRPC_OP_RECV_MESSAGE;
-    ops[4].data.recv_message.recv_message = &recv;
-    ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
-    ops[5].data.recv_status_on_client.trailing_metadata = &trailing;
-    ops[5].data.recv_status_on_client.status = &status;
-    ops[5].data.recv_status_on_client.status_details = &details;
-    grpc_call_start_batch(call, ops, 6, &tag, NULL);
-    grpc_completion_queue_pluck(cq, &tag, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
-    grpc_byte_buffer_destroy(send);
-    if (recv != NULL) {
-        grpc_byte_buffer_destroy(recv);
-    }
-    grpc_slice_unref(details);
-    grpc_metadata_array_destroy(&initial);
-    grpc_metadata_array_destroy(&trailing);
-    grpc_call_unref(call);
-    return (int)status;
-}
-
 static void *grpc_client(void *arg)
 {
     size_t i = (size_t)(uintptr_t)arg;
     grpc_completion_queue *cq = grpc_completion_queue_create_for_pluck(NULL);
 
     while (!atomic_load(&stop)) {
-        const struct request *r = &reqs[i++ % n_reqs];
-        if (grpc_export(cq, r) != GRPC_STATUS_OK) {
+        const struct bench_otlp_request *r = &reqs[i++ % n_reqs];
+        if (bench_grpc_export(channel, cq, r->data, r->len) != GRPC_STATUS_OK) {
             atomic_fetch_add(&failures, 1);
             continue;
         }
@@ -136,33 +82,6 @@ static void *grpc_client(void *arg)
     grpc_completion_queue_shutdown(cq);
     grpc_completion_queue_destroy(cq);
     return NULL;
-}
-
-static void make_requests(const char *dir)
-{
-    uint8_t *files[64];
-    size_t lens[64];
-    size_t n = bench_load_corpus(dir, files, lens, 64);
-
-    for (size_t i = 0; i < n; i++) {
-        struct fc_batch *b = fc_batch_new(0);
-        struct fc_profile *p = NULL;
-        struct fc_error err = {0};
-        struct fc_buf out;
-        if (fc_pprof_decode(b, files[i], lens[i], NULL, &p, &err) != FC_OK) {
-            fprintf(stderr, "corpus: %s\n", err.msg);
-            exit(1);
-        }
-        fc_profile_set_label(b, p, "service_name", "bench");
-        fc_buf_init(&out, 0);
-        fc_otlp_encode(b, &out, &err);
-        reqs[n_reqs].data = fc_buf_detach(&out, &reqs[n_reqs].len);
-        reqs[n_reqs].profiles = p->n_sample_types;
-        reqs[n_reqs].samples = (uint64_t)p->n_samples * p->n_sample_types;
-        n_reqs++;
-        fc_batch_unref(b);
-        free(files[i]);
-    }
 }
 
 static double floor_run(double seconds)
@@ -235,7 +154,7 @@ int main(int argc, char **argv)
     }
     signal(SIGPIPE, SIG_IGN);
     in_flight = in_flight < 1 ? 1 : in_flight > 64 ? 64 : in_flight;
-    make_requests(argv[2]);
+    n_reqs = bench_otlp_requests(argv[2], reqs, 64);
     for (size_t i = 0; i < n_reqs; i++) {
         total += reqs[i].len;
     }

@@ -1,6 +1,13 @@
 #include "bench/bench_util.h"
 
+#include "core/batch.h"
 #include "core/timeutil.h"
+#include "formats/otlp.h"
+#include "formats/pprof.h"
+
+#include <grpc/byte_buffer.h>
+#include <grpc/grpc.h>
+#include <grpc/support/time.h>
 
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -14,6 +21,9 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#define OTLP_EXPORT_METHOD                                                                         \
+    "/opentelemetry.proto.collector.profiles.v1development.ProfilesService/Export"
 
 double bench_cpu_self(void)
 {
@@ -200,4 +210,81 @@ size_t bench_load_corpus(const char *dir, uint8_t **data, size_t *len, size_t ma
         closedir(d);
     }
     return n;
+}
+
+size_t bench_otlp_requests(const char *dir, struct bench_otlp_request *reqs, size_t max)
+{
+    uint8_t *files[64];
+    size_t lens[64];
+    size_t n = bench_load_corpus(dir, files, lens, max < 64 ? max : 64);
+    size_t n_reqs = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        struct fc_batch *b = fc_batch_new(0);
+        struct fc_profile *p = NULL;
+        struct fc_error err = {0};
+        struct fc_buf out;
+        if (fc_pprof_decode(b, files[i], lens[i], NULL, &p, &err) != FC_OK) {
+            fprintf(stderr, "corpus: %s\n", err.msg);
+            exit(1);
+        }
+        fc_profile_set_label(b, p, "service_name", "bench");
+        fc_buf_init(&out, 0);
+        fc_otlp_encode(b, &out, &err);
+        reqs[n_reqs].data = fc_buf_detach(&out, &reqs[n_reqs].len);
+        reqs[n_reqs].profiles = p->n_sample_types;
+        reqs[n_reqs].samples = (uint64_t)p->n_samples * p->n_sample_types;
+        n_reqs++;
+        fc_batch_unref(b);
+        free(files[i]);
+    }
+    if (n_reqs == 0) {
+        fprintf(stderr, "no *.pb.gz in %s\n", dir);
+        exit(1);
+    }
+    return n_reqs;
+}
+
+int bench_grpc_export(grpc_channel *ch, grpc_completion_queue *cq, const uint8_t *data, size_t len)
+{
+    grpc_slice method = grpc_slice_from_static_string(OTLP_EXPORT_METHOD);
+    gpr_timespec deadline =
+        gpr_time_add(gpr_now(GPR_CLOCK_REALTIME), gpr_time_from_seconds(30, GPR_TIMESPAN));
+    grpc_call *call = grpc_channel_create_call(ch, NULL, GRPC_PROPAGATE_DEFAULTS, cq, method, NULL,
+                                               deadline, NULL);
+    grpc_slice body = grpc_slice_from_static_buffer(data, len);
+    grpc_byte_buffer *send = grpc_raw_byte_buffer_create(&body, 1);
+    grpc_byte_buffer *recv = NULL;
+    grpc_metadata_array initial, trailing;
+    grpc_status_code status = GRPC_STATUS_UNKNOWN;
+    grpc_slice details;
+    grpc_op ops[6];
+    int tag;
+
+    grpc_metadata_array_init(&initial);
+    grpc_metadata_array_init(&trailing);
+    memset(ops, 0, sizeof(ops));
+    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+    ops[1].op = GRPC_OP_SEND_MESSAGE;
+    ops[1].data.send_message.send_message = send;
+    ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+    ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
+    ops[3].data.recv_initial_metadata.recv_initial_metadata = &initial;
+    ops[4].op = GRPC_OP_RECV_MESSAGE;
+    ops[4].data.recv_message.recv_message = &recv;
+    ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+    ops[5].data.recv_status_on_client.trailing_metadata = &trailing;
+    ops[5].data.recv_status_on_client.status = &status;
+    ops[5].data.recv_status_on_client.status_details = &details;
+    grpc_call_start_batch(call, ops, 6, &tag, NULL);
+    grpc_completion_queue_pluck(cq, &tag, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+    grpc_byte_buffer_destroy(send);
+    if (recv != NULL) {
+        grpc_byte_buffer_destroy(recv);
+    }
+    grpc_slice_unref(details);
+    grpc_metadata_array_destroy(&initial);
+    grpc_metadata_array_destroy(&trailing);
+    grpc_call_unref(call);
+    return (int)status;
 }

@@ -20,4 +20,19 @@ int bench_http_post(int fd, const char *path, const char *content_type, const ui
 /* Every *.pb.gz of dir, read whole; returns the count (at most max). */
 size_t bench_load_corpus(const char *dir, uint8_t **data, size_t *len, size_t max);
 
+/* Each corpus pprof as an OTLP ExportProfilesServiceRequest (service_name "bench"). */
+struct bench_otlp_request {
+    uint8_t *data;
+    size_t len;
+    uint32_t profiles;
+    uint64_t samples;
+};
+/* Fills reqs (at most max) from dir's *.pb.gz; exits when there are none. */
+size_t bench_otlp_requests(const char *dir, struct bench_otlp_request *reqs, size_t max);
+
+/* One unary Export call with gRPC core's client API; returns the gRPC status. */
+struct grpc_channel;
+struct grpc_completion_queue;
+int bench_grpc_export(struct grpc_channel *ch, struct grpc_completion_queue *cq,
+                      const uint8_t *data, size_t len);
 #endif

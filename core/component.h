@@ -18,6 +18,7 @@
 #include "core/err.h"
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 struct fc_http_registry;
@@ -78,6 +79,11 @@ struct fc_processor_type {
 
 struct fc_exporter_type {
     struct fc_type_info info;
+    /*
+     * The exporter counts sent / send_failed itself, when its peer answers
+     * (queued exporters); otherwise the service counts export()'s answer.
+     */
+    bool counts_sent;
     int (*create)(struct fc_exporter *self, struct fc_error *err);
     int (*start)(struct fc_exporter *self, struct fc_host *host, struct fc_error *err);
     /*

@@ -8,6 +8,9 @@ extern const struct fc_receiver_type fc_otlp_receiver;
 extern const struct fc_exporter_type fc_debug_exporter;
 extern const struct fc_exporter_type fc_nop_exporter;
 extern const struct fc_exporter_type fc_store_exporter;
+extern const struct fc_exporter_type fc_otlp_exporter;
+extern const struct fc_exporter_type fc_otlphttp_exporter;
+extern const struct fc_exporter_type fc_pyroscope_exporter;
 
 static const struct fc_registry_entry types[] = {
     {FC_KIND_RECEIVER, &fc_otlp_receiver.info},
@@ -15,6 +18,10 @@ static const struct fc_registry_entry types[] = {
     {FC_KIND_EXPORTER, &fc_debug_exporter.info},
     {FC_KIND_EXPORTER, &fc_nop_exporter.info},
     {FC_KIND_EXPORTER, &fc_store_exporter.info},
+    /* The Collector renamed otlp -> otlp_grpc and otlphttp -> otlp_http; both names work. */
+    {FC_KIND_EXPORTER, &fc_otlp_exporter.info, "otlp_grpc"},
+    {FC_KIND_EXPORTER, &fc_otlphttp_exporter.info, "otlp_http"},
+    {FC_KIND_EXPORTER, &fc_pyroscope_exporter.info},
 };
 
 const char *fc_kind_name(enum fc_kind kind)
@@ -32,7 +39,9 @@ const char *fc_kind_section(enum fc_kind kind)
 const struct fc_registry_entry *fc_registry_find(enum fc_kind kind, const char *name)
 {
     for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
-        if (types[i].kind == kind && strcmp(types[i].info->name, name) == 0) {
+        if (types[i].kind == kind &&
+            (strcmp(types[i].info->name, name) == 0 ||
+             (types[i].alias != NULL && strcmp(types[i].alias, name) == 0))) {
             return &types[i];
         }
     }

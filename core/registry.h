@@ -11,11 +11,12 @@ enum fc_kind { FC_KIND_RECEIVER, FC_KIND_PROCESSOR, FC_KIND_EXPORTER };
 struct fc_registry_entry {
     enum fc_kind kind;
     const struct fc_type_info *info; /* first member of the kind's type struct */
+    const char *alias;               /* another name of the type (the Collector's), or NULL */
 };
 
 const char *fc_kind_name(enum fc_kind kind);    /* "receiver" */
 const char *fc_kind_section(enum fc_kind kind); /* "receivers" */
-/* NULL when no type of that kind has the name. */
+/* NULL when no type of that kind has the name (or alias). */
 const struct fc_registry_entry *fc_registry_find(enum fc_kind kind, const char *name);
 /* All types, receivers first. */
 const struct fc_registry_entry *fc_registry_all(size_t *n);

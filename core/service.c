@@ -188,6 +188,9 @@ static void exporter_metrics(struct fc_exporter *e)
     char labels[256];
 
     snprintf(labels, sizeof(labels), "exporter=\"%s\"", e->id);
+    if (e->type->counts_sent) {
+        return; /* its sending machinery registers what it counts (exporters/helper/sender.h) */
+    }
     e->metrics.ok_samples = fc_metrics_counter("flamecol_exporter_sent_profile_samples_total",
                                                labels, "Samples an exporter accepted.");
     e->metrics.failed_samples =
@@ -260,12 +263,16 @@ static int run_pipeline(struct pipeline *p, struct fc_batch *batch, bool shared,
             struct fc_exporter *e = p->exps[i];
             struct fc_error one = {0};
             int erc = e->type->export(e, b, &one);
-            if (erc == FC_OK) {
+            if (e->type->counts_sent) {
+                /* counted by the exporter when its peer answers */
+            } else if (erc == FC_OK) {
                 fc_metric_add(e->metrics.ok_samples, samples);
                 fc_metric_add(e->metrics.ok_batches, 1);
             } else {
                 fc_metric_add(e->metrics.failed_samples, samples);
                 fc_metric_add(e->metrics.failed_batches, 1);
+            }
+            if (erc != FC_OK) {
                 if (worse(rc, erc) != rc) {
                     rc = erc;
                     fc_errorf(err, erc, "%s: %s", e->id, one.msg);

@@ -1,0 +1,342 @@
+/*
+ * Forwarding cost: OTLP/gRPC in -> `otlp` exporter out to a sink, beside the
+ * same load into a receive-only collector (`otlp` -> `nop`), measured in the
+ * same run.
+ *
+ *   bench_forward FLAMECOL_BIN CORPUS_DIR [seconds=5] [mode=all|memory|persistent]
+ *
+ * Requests: each corpus pprof converted to an OTLP ExportProfilesServiceRequest
+ * (about 11 KB on average). Each client thread has its own connection (a
+ * gRPC channel with a local subchannel pool) and keeps one request in
+ * flight. Processes: the sink (`otlp` -> `nop`), the receive-only baseline
+ * (`otlp` -> `nop`) and the forwarder (`otlp` -> `otlp` exporter -> sink);
+ * only the baseline's and the forwarder's CPU (utime + stime from /proc) is
+ * counted. A forwarder phase ends when its queue is empty and nothing is in
+ * flight, so the CPU of sending what it acknowledged is in its figure.
+ *
+ * Modes:
+ *   memory      baseline, forwarder with the in-memory queue (compression
+ *               gzip, the default, then none) at 4 connections, then the
+ *               gzip forwarder at 8 connections: peak RSS (VmHWM)
+ *   persistent  the forwarder with sending_queue.storage in a temp dir:
+ *               CPU per request and fsyncs per second
+ *               (flamecol_exporter_persistent_queue_fsyncs_total)
+ *   all         both (default)
+ * Targets (printed, not asserted): forwarding <= 1.5x the receive-only CPU
+ * per request, >= 6,000 requests per forwarder CPU-second, peak RSS <= 30 MB.
+ */
+#include "bench/bench_util.h"
+#include "core/batch.h"
+#include "core/timeutil.h"
+#include "formats/otlp.h"
+#include "formats/pprof.h"
+
+#include <grpc/byte_buffer.h>
+#include <grpc/grpc.h>
+#include <grpc/grpc_security.h>
+#include <grpc/support/time.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define MAX_CLIENTS 16
+
+struct collector {
+    pid_t pid;
+    int grpc_port;
+    int metrics_port;
+};
+
+struct phase_result {
+    double wall, cpu;
+    int64_t requests, failures;
+};
+
+static struct bench_otlp_request reqs[64];
+static size_t n_reqs;
+static _Atomic int64_t done_requests, failures;
+static _Atomic int stop;
+static int target_port;
+
+/* ---- the load: gRPC core's client API, one channel (connection) per thread ------------------ */
+
+static grpc_channel *new_channel(int port)
+{
+    char target[64];
+    grpc_arg arg = {.type = GRPC_ARG_INTEGER,
+                    .key = (char *)GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL,
+                    .value.integer = 1};
+    grpc_channel_args args = {.num_args = 1, .args = &arg};
+    grpc_channel_credentials *creds = grpc_insecure_credentials_create();
+    grpc_channel *ch;
+
+    snprintf(target, sizeof(target), "127.0.0.1:%d", port);
+    ch = grpc_channel_create(target, creds, &args);
+    grpc_channel_credentials_release(creds);
+    return ch;
+}
+
+static void *client(void *arg)
+{
+    size_t i = (size_t)(uintptr_t)arg;
+    grpc_channel *ch = new_channel(target_port);
+    grpc_completion_queue *cq = grpc_completion_queue_create_for_pluck(NULL);
+
+    while (!atomic_load(&stop)) {
+        const struct bench_otlp_request *r = &reqs[i++ % n_reqs];
+        if (bench_grpc_export(ch, cq, r->data, r->len) != GRPC_STATUS_OK) {
+            atomic_fetch_add(&failures, 1);
+            continue;
+        }
+        atomic_fetch_add(&done_requests, 1);
+    }
+    grpc_completion_queue_shutdown(cq);
+    grpc_completion_queue_destroy(cq);
+    grpc_channel_destroy(ch);
+    return NULL;
+}
+
+/* ---- the collectors and their /metrics ----------------------------------------------------- */
+
+/* The sum of every series of `name` whose label text contains `labels` (may be ""). */
+static double metric(int port, const char *name, const char *labels)
+{
+    static char buf[1 << 20];
+    const char *req = "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+    int fd = bench_connect(port);
+    size_t got = 0, nl = strlen(name);
+    double sum = 0;
+
+    if (fd < 0) {
+        return -1;
+    }
+    if (write(fd, req, strlen(req)) != (ssize_t)strlen(req)) {
+        close(fd);
+        return -1;
+    }
+    for (;;) {
+        ssize_t r = read(fd, buf + got, sizeof(buf) - 1 - got);
+        if (r <= 0) {
+            break;
+        }
+        got += (size_t)r;
+    }
+    close(fd);
+    buf[got] = '\0';
+    for (char *line = buf; line != NULL && *line;) {
+        char *next = strchr(line, '\n');
+        if (next != NULL) {
+            *next++ = '\0';
+        }
+        if (strncmp(line, name, nl) == 0 && (line[nl] == '{' || line[nl] == ' ')) {
+            char *sp = strrchr(line, ' ');
+            char *brace = strchr(line, '}');
+            if (brace != NULL) {
+                *brace = '\0'; /* the labels end here; the value is after it */
+            }
+            if (sp != NULL && (labels[0] == '\0' || strstr(line, labels) != NULL)) {
+                sum += atof(sp + 1);
+            }
+        }
+        line = next;
+    }
+    return sum;
+}
+
+static struct collector start(const char *bin, const char *pipeline_exporters,
+                              const char *exporters_yaml)
+{
+    struct collector c = {.grpc_port = bench_free_port(), .metrics_port = bench_free_port()};
+    char yaml[2048];
+
+    snprintf(yaml, sizeof(yaml),
+             "receivers:\n  otlp:\n    protocols:\n      grpc: {endpoint: 127.0.0.1:%d}\n"
+             "exporters:\n%s"
+             "service:\n  telemetry: {metrics: {endpoint: 127.0.0.1:%d}, logs: {level: warn}}\n"
+             "  pipelines:\n    profiles: {receivers: [otlp], exporters: [%s]}\n",
+             c.grpc_port, exporters_yaml, c.metrics_port, pipeline_exporters);
+    c.pid = bench_start_collector(bin, yaml, c.grpc_port);
+    /* The telemetry server may come up a moment after the gRPC port. */
+    for (int i = 0;
+         i < 500 && metric(c.metrics_port, "flamecol_receiver_accepted_requests_total", "") < 0;
+         i++) {
+        fc_sleep_ns(10 * FC_NS_PER_MS);
+    }
+    return c;
+}
+
+static struct collector start_forwarder(const char *bin, int sink_port, const char *compression,
+                                        const char *storage)
+{
+    char exporters[1024];
+
+    snprintf(exporters, sizeof(exporters),
+             "  otlp:\n    endpoint: 127.0.0.1:%d\n    tls: {insecure: true}\n"
+             "    compression: %s\n    sending_queue: {queue_size: 1000%s%s}\n",
+             sink_port, compression, storage ? ", storage: " : "", storage ? storage : "");
+    return start(bin, "otlp", exporters);
+}
+
+/* Until the forwarder's queue is empty and nothing is in flight (at most 60 s). */
+static void wait_drained(const struct collector *c)
+{
+    for (int i = 0; i < 6000; i++) {
+        double q = metric(c->metrics_port, "flamecol_exporter_queue_size", "exporter=\"otlp\"");
+        double f =
+            metric(c->metrics_port, "flamecol_exporter_in_flight_requests", "exporter=\"otlp\"");
+        if (q == 0 && f == 0) {
+            return;
+        }
+        fc_sleep_ns(10 * FC_NS_PER_MS);
+    }
+    fprintf(stderr, "forwarder did not drain in 60 s\n");
+}
+
+static struct phase_result phase(const struct collector *c, int clients, double seconds,
+                                 bool forwarder)
+{
+    pthread_t threads[MAX_CLIENTS];
+    struct phase_result res;
+    double c0;
+    int64_t t0;
+
+    target_port = c->grpc_port;
+    atomic_store(&stop, 0);
+    atomic_store(&done_requests, 0);
+    atomic_store(&failures, 0);
+    c0 = bench_cpu_of(c->pid);
+    t0 = fc_now_mono_ns();
+    for (int i = 0; i < clients; i++) {
+        pthread_create(&threads[i], NULL, client, (void *)(uintptr_t)(i * 5));
+    }
+    fc_sleep_ns((int64_t)(seconds * 1e9));
+    atomic_store(&stop, 1);
+    for (int i = 0; i < clients; i++) {
+        pthread_join(threads[i], NULL);
+    }
+    res.wall = (double)(fc_now_mono_ns() - t0) / 1e9;
+    if (forwarder) {
+        wait_drained(c);
+    }
+    res.cpu = bench_cpu_of(c->pid) - c0;
+    res.requests = atomic_load(&done_requests);
+    res.failures = atomic_load(&failures);
+    return res;
+}
+
+static double per_cpu(const struct phase_result *r)
+{
+    return r->cpu > 0 ? (double)r->requests / r->cpu : 0;
+}
+
+static void print_forward(const char *name, const struct phase_result *r, const struct collector *c,
+                          double baseline, double sent0, double failed0)
+{
+    double sent =
+        metric(c->metrics_port, "flamecol_exporter_sent_requests_total", "exporter=\"otlp\"");
+    double failed = metric(c->metrics_port, "flamecol_exporter_send_failed_profile_samples_total",
+                           "exporter=\"otlp\"");
+
+    printf("%-34s %7.0f req/s | %6.0f req per forwarder CPU-s | CPU per request %.2fx the "
+           "receive-only | sent %.0f, send failed samples %.0f, refused %lld\n",
+           name, (double)r->requests / r->wall, per_cpu(r), baseline / per_cpu(r), sent - sent0,
+           failed - failed0, (long long)r->failures);
+}
+
+int main(int argc, char **argv)
+{
+    double seconds = argc > 3 ? atof(argv[3]) : 5;
+    const char *mode = argc > 4 ? argv[4] : "all";
+    bool memory = strcmp(mode, "all") == 0 || strcmp(mode, "memory") == 0;
+    bool persistent = strcmp(mode, "all") == 0 || strcmp(mode, "persistent") == 0;
+    struct collector sink, base;
+    struct phase_result r;
+    double baseline;
+    size_t total = 0;
+    char exporters[256];
+
+    if (argc < 3 || (!memory && !persistent)) {
+        fprintf(stderr, "usage: bench_forward FLAMECOL_BIN CORPUS_DIR [seconds] "
+                        "[all|memory|persistent]\n");
+        return 2;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    n_reqs = bench_otlp_requests(argv[2], reqs, 64);
+    for (size_t i = 0; i < n_reqs; i++) {
+        total += reqs[i].len;
+    }
+    grpc_init();
+    snprintf(exporters, sizeof(exporters), "  nop:\n");
+    sink = start(argv[1], "nop", exporters);
+    base = start(argv[1], "nop", exporters);
+    printf("requests: %zu from the corpus, %.1f KB on average; one connection per client, one "
+           "request in flight each; %.0f s per phase\n",
+           n_reqs, (double)total / (double)n_reqs / 1024, seconds);
+
+    r = phase(&base, 4, seconds, false);
+    baseline = per_cpu(&r);
+    printf("%-34s %7.0f req/s | %6.0f req per collector CPU-s | refused %lld\n",
+           "receive-only (otlp -> nop), 4", (double)r.requests / r.wall, baseline,
+           (long long)r.failures);
+    bench_stop_collector(base.pid);
+
+    if (memory) {
+        struct collector fwd = start_forwarder(argv[1], sink.grpc_port, "gzip", NULL);
+        struct collector plain = start_forwarder(argv[1], sink.grpc_port, "none", NULL);
+        double s0 = 0, f0 = 0;
+
+        r = phase(&fwd, 4, seconds, true);
+        print_forward("forward, memory queue, gzip, 4", &r, &fwd, baseline, s0, f0);
+        r = phase(&plain, 4, seconds, true);
+        print_forward("forward, memory queue, none, 4", &r, &plain, baseline, 0, 0);
+        bench_stop_collector(plain.pid);
+        s0 = metric(fwd.metrics_port, "flamecol_exporter_sent_requests_total", "exporter=\"otlp\"");
+        f0 = metric(fwd.metrics_port, "flamecol_exporter_send_failed_profile_samples_total",
+                    "exporter=\"otlp\"");
+        r = phase(&fwd, 8, seconds, true);
+        print_forward("forward, memory queue, gzip, 8", &r, &fwd, baseline, s0, f0);
+        printf("forwarder peak RSS (VmHWM, after 4 then 8 connections): %.1f MB\n",
+               (double)bench_peak_rss_kb(fwd.pid) / 1024);
+        bench_stop_collector(fwd.pid);
+    }
+    if (persistent) {
+        char dir[] = "/tmp/flamecol-bench-queue-XXXXXX";
+        char cmd[128];
+        struct collector pq;
+        double fs0, fs1;
+
+        if (mkdtemp(dir) == NULL) {
+            perror("mkdtemp");
+            return 1;
+        }
+        pq = start_forwarder(argv[1], sink.grpc_port, "gzip", dir);
+        fs0 = metric(pq.metrics_port, "flamecol_exporter_persistent_queue_fsyncs_total",
+                     "exporter=\"otlp\"");
+        r = phase(&pq, 4, seconds, true);
+        fs1 = metric(pq.metrics_port, "flamecol_exporter_persistent_queue_fsyncs_total",
+                     "exporter=\"otlp\"");
+        print_forward("forward, persistent queue, gzip, 4", &r, &pq, baseline, 0, 0);
+        printf("persistent queue: %.0f fsyncs/s (%.1f requests per fsync); peak RSS %.1f MB\n",
+               (fs1 - fs0) / r.wall, fs1 > fs0 ? (double)r.requests / (fs1 - fs0) : 0,
+               (double)bench_peak_rss_kb(pq.pid) / 1024);
+        bench_stop_collector(pq.pid);
+        snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+        if (system(cmd) != 0) {
+            fprintf(stderr, "could not remove %s\n", dir);
+        }
+    }
+    printf("targets: forwarding <= 1.5x the receive-only CPU per request, >= 6,000 requests per "
+           "forwarder CPU-second, peak RSS <= 30 MB at 8 connections\n");
+    bench_stop_collector(sink.pid);
+    grpc_shutdown();
+    for (size_t i = 0; i < n_reqs; i++) {
+        free(reqs[i].data);
+    }
+    return 0;
+}
