@@ -1,5 +1,7 @@
 #include "formats/gzip.h"
 
+#include <libdeflate.h>
+#include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
 
@@ -56,27 +58,35 @@ out:
     return rc;
 }
 
+/*
+ * libdeflate, not zlib: on the small buffers we compress (a request, a
+ * profile) it is several times faster, and it needs no stream state.
+ */
 int fc_gzip(const uint8_t *in, size_t len, int level, struct fc_buf *out, struct fc_error *err)
 {
-    z_stream z;
-    uint8_t chunk[65536];
-    int zrc;
+    struct libdeflate_compressor *c = libdeflate_alloc_compressor(level);
+    uint8_t *tmp;
+    size_t bound, n;
+    int rc;
 
-    memset(&z, 0, sizeof(z));
-    if (deflateInit2(&z, level, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
-        return fc_errorf(err, FC_EIO, "gzip: cannot initialise zlib");
+    if (c == NULL) {
+        return fc_errorf(err, FC_EIO, "gzip: cannot make a compressor of level %d", level);
     }
-    z.next_in = (Bytef *)(uintptr_t)in;
-    z.avail_in = (uInt)len;
-    do {
-        z.next_out = chunk;
-        z.avail_out = sizeof(chunk);
-        zrc = deflate(&z, Z_FINISH);
-        if (fc_buf_append(out, chunk, sizeof(chunk) - z.avail_out) != FC_OK) {
-            deflateEnd(&z);
-            return fc_errorf(err, FC_ETOOBIG, "gzip: output exceeds the buffer limit");
-        }
-    } while (zrc == Z_OK || zrc == Z_BUF_ERROR);
-    deflateEnd(&z);
-    return zrc == Z_STREAM_END ? FC_OK : fc_errorf(err, FC_EIO, "gzip: deflate failed");
+    bound = libdeflate_gzip_compress_bound(c, len);
+    tmp = malloc(bound);
+    if (tmp == NULL) {
+        libdeflate_free_compressor(c);
+        return fc_errorf(err, FC_EIO, "gzip: out of memory");
+    }
+    n = libdeflate_gzip_compress(c, in, len, tmp, bound);
+    libdeflate_free_compressor(c);
+    if (n == 0) {
+        rc = fc_errorf(err, FC_EIO, "gzip: compression failed");
+    } else if (fc_buf_append(out, tmp, n) != FC_OK) {
+        rc = fc_errorf(err, FC_ETOOBIG, "gzip: output exceeds the buffer limit");
+    } else {
+        rc = FC_OK;
+    }
+    free(tmp);
+    return rc;
 }
