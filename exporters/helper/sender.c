@@ -568,6 +568,15 @@ static void consume_memory(struct fc_sender *s, void *conn)
         fc_send_item_free(it);
         release_units(s, units);
         pthread_mutex_lock(&s->mu);
+        if (end == END_ABANDONED) {
+            /*
+             * The peer is failing and the deadline is too close for another
+             * try: taking the next items would only try each once and drop
+             * it. fc_sender_shutdown drops what is left, counted and logged
+             * at once.
+             */
+            break;
+        }
     }
     pthread_mutex_unlock(&s->mu);
 }
