@@ -353,7 +353,10 @@ void fc_grpc_result(int code, const char *message, const uint8_t *details, size_
         fc_rpc_status_decode(details, details_len, &st, &derr) == FC_OK) {
         retry_info = st.has_retry_info;
         if (retry_info) {
-            res->retry_after_ns = st.retry_delay_ns;
+            /* Capped as Retry-After is: a peer must not park a consumer for years. */
+            res->retry_after_ns = st.retry_delay_ns < MAX_RETRY_AFTER_S * FC_NS_PER_SEC
+                                      ? st.retry_delay_ns
+                                      : MAX_RETRY_AFTER_S * FC_NS_PER_SEC;
         }
         if (text == NULL || text[0] == '\0') {
             text = st.message;

@@ -342,10 +342,11 @@ void fc_grpc_unary(struct fc_grpc_conn *c, const struct fc_grpc_request *rq,
     }
     if (set(rq->tenant) && !ch->md_has_tenant) {
         md[n_md].key = grpc_slice_from_static_string("x-scope-orgid");
-        md[n_md].value = grpc_slice_from_static_string(rq->tenant); /* lives past the call */
+        /* Copied: gRPC may hold slices past the call's end (a cancelled write). */
+        md[n_md].value = grpc_slice_from_copied_string(rq->tenant);
         n_md++;
     }
-    body = grpc_slice_from_static_buffer(rq->body, rq->body_len);
+    body = grpc_slice_from_copied_buffer((const char *)rq->body, rq->body_len);
     /*
      * A buffer marked compressed is sent with the message's compressed flag
      * and skipped by gRPC's compression filter; the channel's default
@@ -353,6 +354,7 @@ void fc_grpc_unary(struct fc_grpc_conn *c, const struct fc_grpc_request *rq,
      */
     request = rq->gzipped ? grpc_raw_compressed_byte_buffer_create(&body, 1, GRPC_COMPRESS_GZIP)
                           : grpc_raw_byte_buffer_create(&body, 1);
+    grpc_slice_unref(body); /* the byte buffer holds its own reference */
     grpc_metadata_array_init(&initial);
     grpc_metadata_array_init(&trailing);
     call = grpc_channel_create_registered_call(ch->channel, NULL, GRPC_PROPAGATE_DEFAULTS, c->cq,
@@ -412,5 +414,8 @@ void fc_grpc_unary(struct fc_grpc_conn *c, const struct fc_grpc_request *rq,
     grpc_metadata_array_destroy(&initial);
     grpc_metadata_array_destroy(&trailing);
     grpc_call_unref(call);
+    if (n_md > ch->n_md) {
+        grpc_slice_unref(md[ch->n_md].value); /* the tenant's copy */
+    }
     free(md);
 }

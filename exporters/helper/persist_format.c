@@ -110,12 +110,26 @@ size_t fc_persist_scan(const uint8_t *buf, size_t len,
             bad = false;
             continue;
         }
-        /* Damage: count the region once, then look for the next valid record. */
+        /* Damage: count the region once. */
         if (!bad) {
             (*corrupt)++;
             bad = true;
         }
-        off++;
+        if (len - off >= FC_PERSIST_HEADER && get32(buf + off) == FC_PERSIST_MAGIC) {
+            uint32_t plen = get32(buf + off + 4);
+            if (plen > len - off - FC_PERSIST_HEADER) {
+                /*
+                 * A record cut short: the torn tail of a crash. Nothing after
+                 * it was written, and its partial payload (bytes a client
+                 * chose) must never be scanned for records.
+                 */
+                break;
+            }
+            /* A whole record that fails its checks: skip it, not into its payload. */
+            off += FC_PERSIST_HEADER + (size_t)plen;
+            continue;
+        }
+        off++; /* no header here: look for the next one */
     }
     return end;
 }

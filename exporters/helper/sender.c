@@ -620,6 +620,10 @@ static void consume_disk(struct fc_sender *s, void *conn)
         fc_send_item_free(it);
         release_units(s, ref_units(s, &ref));
         pthread_mutex_lock(&s->mu);
+        if (end == END_ABANDONED) {
+            /* As in consume_memory: the rest stays on disk, not marked dispatched. */
+            break;
+        }
     }
     pthread_mutex_unlock(&s->mu);
 }
@@ -864,7 +868,13 @@ int fc_sender_submit(struct fc_sender *s, struct fc_send_item **items, size_t n,
     rc = fc_persist_append(s->persist, items, n, err);
     if (rc != FC_OK) {
         release_units(s, units);
-        return refuse(s, items, n, samples, rc, err, "persistent queue: %s", err->msg);
+        /*
+         * A disk that fails to write or sync is the collector's trouble, not
+         * the request's: the client must keep the data and retry (503 /
+         * UNAVAILABLE), never take it as a permanent 500.
+         */
+        return refuse(s, items, n, samples, rc == FC_ETOOBIG ? rc : FC_EUNAVAIL, err,
+                      "persistent queue: %s", err->msg);
     }
     free_items(items, n);
     pthread_mutex_lock(&s->mu);

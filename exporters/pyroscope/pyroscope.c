@@ -164,7 +164,19 @@ static void pyro_send(void *ctx, void *conn, const struct fc_send_item *item, in
     struct pyro_exporter *x = ctx;
     const struct pyro_config *cfg = x->cfg;
     bool ingest = item->target[0] != '\0';
-    char *url = ingest ? fc_xasprintf("%s%s", x->base, item->target) : NULL;
+    char *url;
+
+    if (conn == NULL || (ingest && strncmp(item->target, "/ingest?", 8) != 0)) {
+        /* No curl handle, or a queued target that is not ours (a damaged queue record). */
+        memset(res, 0, sizeof(*res));
+        res->outcome = conn == NULL ? FC_SEND_RETRY : FC_SEND_PERMANENT;
+        snprintf(res->error_type, sizeof(res->error_type),
+                 conn == NULL ? "transport" : "bad_target");
+        snprintf(res->message, sizeof(res->message), "%s",
+                 conn == NULL ? "cannot make an HTTP client" : "queued target is not /ingest?...");
+        return;
+    }
+    url = ingest ? fc_xasprintf("%s%s", x->base, item->target) : NULL;
     struct fc_http_request rq = {
         .url = ingest ? url : x->push_url,
         /* /ingest reads format=pprof, not the type; Connect needs application/proto. */

@@ -11,6 +11,7 @@
  * Damaged files are made by hand from the record layout in persist.h.
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -42,6 +43,7 @@
 
 static _Atomic int seg_syncs;     /* fdatasync calls on seg-*.log files */
 static _Atomic int sync_delay_ms; /* a slow disk */
+static _Atomic int sync_fail;     /* a broken disk: segment syncs fail with EIO */
 
 int fdatasync(int fd)
 {
@@ -56,6 +58,10 @@ int fdatasync(int fd)
         base = strrchr(path, '/');
         if (base != NULL && strncmp(base + 1, "seg-", 4) == 0) {
             atomic_fetch_add(&seg_syncs, 1);
+            if (atomic_load(&sync_fail)) {
+                errno = EIO;
+                return -1;
+            }
         }
     }
     if (atomic_load(&sync_delay_ms) > 0) {
@@ -712,6 +718,85 @@ static void test_group_commit(void **state)
     fc_persist_close(p);
 }
 
+/*
+ * A disk that cannot sync: the request is refused as retryable (503 /
+ * UNAVAILABLE at the receiver), never as a permanent error a client drops.
+ */
+static void test_failed_sync_is_retryable(void **state)
+{
+    struct fc_sender_config c = config();
+    struct fc_error err = {0};
+    struct fc_sender *s;
+    (void)state;
+
+    s = sender(&c);
+    atomic_store(&sync_fail, 1);
+    assert_int_equal(submit1(s, 1, &err), FC_EUNAVAIL);
+    assert_true(fc_err_retryable(FC_EUNAVAIL));
+    atomic_store(&sync_fail, 0);
+    fc_sender_shutdown(s, fc_now_mono_ns() + 2 * FC_NS_PER_SEC);
+    fc_sender_free(s);
+}
+
+static void count_record(void *arg, const struct fc_persist_record *r)
+{
+    (void)r;
+    (*(int *)arg)++;
+}
+
+/*
+ * A client's payload may hold the bytes of a whole valid record. When the
+ * record around it is torn (a crash mid-write) or fails its checksum, the
+ * scanner must not resynchronise inside that payload and deliver the forged
+ * record (its own tenant, its own target).
+ */
+static void test_no_record_found_inside_a_damaged_one(void **state)
+{
+    struct fc_send_item *forged = fc_send_item_new("evil", "/x", 8);
+    uint8_t inner[256];
+    size_t inner_len;
+    struct fc_send_item *outer;
+    uint8_t buf[1024];
+    size_t head, total;
+    uint64_t corrupt;
+    int n;
+
+    (void)state;
+    memset(forged->body, 'f', 8);
+    inner_len = fc_persist_encode_head(inner, 7, forged);
+    memcpy(inner + inner_len, forged->body, 8);
+    inner_len += 8;
+    /* The forged record alone is valid: the scanner would deliver it. */
+    n = 0;
+    corrupt = 0;
+    fc_persist_scan(inner, inner_len, count_record, &n, &corrupt);
+    assert_int_equal(n, 1);
+
+    outer = fc_send_item_new("tenant-a", "", inner_len + 16);
+    memset(outer->body, 0, inner_len + 16);
+    memcpy(outer->body + 8, inner, inner_len);
+    head = fc_persist_encode_head(buf, 9, outer);
+    memcpy(buf + head, outer->body, outer->body_len);
+    total = head + outer->body_len;
+
+    /* Torn: the last byte never reached the disk. */
+    n = 0;
+    corrupt = 0;
+    assert_int_equal(fc_persist_scan(buf, total - 1, count_record, &n, &corrupt), 0);
+    assert_int_equal(n, 0);
+    assert_int_equal(corrupt, 1);
+
+    /* Whole, but a byte after the embedded record flipped: its checksum fails. */
+    buf[total - 1] ^= 0x5a;
+    n = 0;
+    corrupt = 0;
+    fc_persist_scan(buf, total, count_record, &n, &corrupt);
+    assert_int_equal(n, 0);
+    assert_int_equal(corrupt, 1);
+    fc_send_item_free(forged);
+    fc_send_item_free(outer);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -725,6 +810,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_damaged_acks_only_redeliver, setup, teardown),
         cmocka_unit_test_setup_teardown(test_segments_roll_and_go, setup, teardown),
         cmocka_unit_test_setup_teardown(test_group_commit, setup, teardown),
+        cmocka_unit_test(test_no_record_found_inside_a_damaged_one),
+        cmocka_unit_test_setup_teardown(test_failed_sync_is_retryable, setup, teardown),
     };
     /* A planted bug may make a wait endless (a full queue that never empties): fail, not hang. */
     alarm(120);
