@@ -15,9 +15,12 @@
  * flight, so the CPU of sending what it acknowledged is in its figure.
  *
  * Modes:
- *   memory      baseline, forwarder with the in-memory queue (compression
- *               gzip, the default, then none) at 4 connections, then the
- *               gzip forwarder at 8 connections: peak RSS (VmHWM)
+ *   memory      the baseline again with clients sending gzip (as the
+ *               Collector's otlp exporter does by default); the forwarder
+ *               with the in-memory queue (compression gzip, the default,
+ *               then none) at 4 connections, the gzip forwarder with gzip
+ *               clients (beside the gzip baseline: the request goes out as
+ *               it came), then at 8 connections: peak RSS (VmHWM)
  *   persistent  the forwarder with sending_queue.storage in a temp dir:
  *               CPU per request and fsyncs per second
  *               (flamecol_exporter_persistent_queue_fsyncs_total)
@@ -28,10 +31,12 @@
 #include "bench/bench_util.h"
 #include "core/batch.h"
 #include "core/timeutil.h"
+#include "formats/gzip.h"
 #include "formats/otlp.h"
 #include "formats/pprof.h"
 
 #include <grpc/byte_buffer.h>
+#include <grpc/compression.h>
 #include <grpc/grpc.h>
 #include <grpc/grpc_security.h>
 #include <grpc/support/time.h>
@@ -51,6 +56,7 @@ struct collector {
     pid_t pid;
     int grpc_port;
     int metrics_port;
+    double sent_before, failed_before; /* a forwarder's counters after its last phase */
 };
 
 struct phase_result {
@@ -59,20 +65,27 @@ struct phase_result {
 };
 
 static struct bench_otlp_request reqs[64];
+static struct fc_buf reqs_gz[64]; /* the same requests gzipped (level 6, as Go's default) */
 static size_t n_reqs;
+static bool clients_gzip; /* clients send gzip-compressed messages */
 static _Atomic int64_t done_requests, failures;
 static _Atomic int stop;
 static int target_port;
 
 /* ---- the load: gRPC core's client API, one channel (connection) per thread ------------------ */
 
-static grpc_channel *new_channel(int port)
+static grpc_channel *new_channel(int port, bool gzip)
 {
     char target[64];
-    grpc_arg arg = {.type = GRPC_ARG_INTEGER,
-                    .key = (char *)GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL,
-                    .value.integer = 1};
-    grpc_channel_args args = {.num_args = 1, .args = &arg};
+    grpc_arg arg[2] = {
+        {.type = GRPC_ARG_INTEGER,
+         .key = (char *)GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL,
+         .value.integer = 1},
+        {.type = GRPC_ARG_INTEGER,
+         .key = (char *)GRPC_COMPRESSION_CHANNEL_DEFAULT_ALGORITHM,
+         .value.integer = gzip ? GRPC_COMPRESS_GZIP : GRPC_COMPRESS_NONE},
+    };
+    grpc_channel_args args = {.num_args = 2, .args = arg};
     grpc_channel_credentials *creds = grpc_insecure_credentials_create();
     grpc_channel *ch;
 
@@ -85,12 +98,15 @@ static grpc_channel *new_channel(int port)
 static void *client(void *arg)
 {
     size_t i = (size_t)(uintptr_t)arg;
-    grpc_channel *ch = new_channel(target_port);
+    bool gz = clients_gzip;
+    grpc_channel *ch = new_channel(target_port, gz);
     grpc_completion_queue *cq = grpc_completion_queue_create_for_pluck(NULL);
 
     while (!atomic_load(&stop)) {
-        const struct bench_otlp_request *r = &reqs[i++ % n_reqs];
-        if (bench_grpc_export(ch, cq, r->data, r->len) != GRPC_STATUS_OK) {
+        size_t k = i++ % n_reqs;
+        int status = gz ? bench_grpc_export(ch, cq, reqs_gz[k].data, reqs_gz[k].len, true)
+                        : bench_grpc_export(ch, cq, reqs[k].data, reqs[k].len, false);
+        if (status != GRPC_STATUS_OK) {
             atomic_fetch_add(&failures, 1);
             continue;
         }
@@ -235,15 +251,19 @@ static double per_cpu(const struct phase_result *r)
     return r->cpu > 0 ? (double)r->requests / r->cpu : 0;
 }
 
-static void print_forward(const char *name, const struct phase_result *r, const struct collector *c,
-                          double baseline, double sent0, double failed0)
+/* Prints a forwarder phase; sent and failed are counted since the previous call for c. */
+static void print_forward(const char *name, const struct phase_result *r, struct collector *c,
+                          double baseline)
 {
     double sent =
         metric(c->metrics_port, "flamecol_exporter_sent_requests_total", "exporter=\"otlp\"");
     double failed = metric(c->metrics_port, "flamecol_exporter_send_failed_profile_samples_total",
                            "exporter=\"otlp\"");
+    double sent0 = c->sent_before, failed0 = c->failed_before;
 
-    printf("%-34s %7.0f req/s | %6.0f req per forwarder CPU-s | CPU per request %.2fx the "
+    c->sent_before = sent;
+    c->failed_before = failed;
+    printf("%-44s %7.0f req/s | %6.0f req per forwarder CPU-s | CPU per request %.2fx the "
            "receive-only | sent %.0f, send failed samples %.0f, refused %lld\n",
            name, (double)r->requests / r->wall, per_cpu(r), baseline / per_cpu(r), sent - sent0,
            failed - failed0, (long long)r->failures);
@@ -257,8 +277,8 @@ int main(int argc, char **argv)
     bool persistent = strcmp(mode, "all") == 0 || strcmp(mode, "persistent") == 0;
     struct collector sink, base;
     struct phase_result r;
-    double baseline;
-    size_t total = 0;
+    double baseline, baseline_gz = 0;
+    size_t total = 0, total_gz = 0;
     char exporters[256];
 
     if (argc < 3 || (!memory && !persistent)) {
@@ -269,38 +289,55 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     n_reqs = bench_otlp_requests(argv[2], reqs, 64);
     for (size_t i = 0; i < n_reqs; i++) {
+        struct fc_error err = {0};
         total += reqs[i].len;
+        fc_buf_init(&reqs_gz[i], 0);
+        if (fc_gzip(reqs[i].data, reqs[i].len, 6, &reqs_gz[i], &err) != FC_OK) {
+            fprintf(stderr, "gzip: %s\n", err.msg);
+            return 1;
+        }
+        total_gz += reqs_gz[i].len;
     }
     grpc_init();
     snprintf(exporters, sizeof(exporters), "  nop:\n");
     sink = start(argv[1], "nop", exporters);
     base = start(argv[1], "nop", exporters);
-    printf("requests: %zu from the corpus, %.1f KB on average; one connection per client, one "
-           "request in flight each; %.0f s per phase\n",
-           n_reqs, (double)total / (double)n_reqs / 1024, seconds);
+    printf("requests: %zu from the corpus, %.1f KB on average (%.1f KB gzipped); one connection "
+           "per client, one request in flight each; %.0f s per phase\n",
+           n_reqs, (double)total / (double)n_reqs / 1024, (double)total_gz / (double)n_reqs / 1024,
+           seconds);
 
     r = phase(&base, 4, seconds, false);
     baseline = per_cpu(&r);
-    printf("%-34s %7.0f req/s | %6.0f req per collector CPU-s | refused %lld\n",
+    printf("%-44s %7.0f req/s | %6.0f req per collector CPU-s | refused %lld\n",
            "receive-only (otlp -> nop), 4", (double)r.requests / r.wall, baseline,
            (long long)r.failures);
+    if (memory) {
+        clients_gzip = true;
+        r = phase(&base, 4, seconds, false);
+        clients_gzip = false;
+        baseline_gz = per_cpu(&r);
+        printf("%-44s %7.0f req/s | %6.0f req per collector CPU-s | refused %lld\n",
+               "receive-only, clients send gzip, 4", (double)r.requests / r.wall, baseline_gz,
+               (long long)r.failures);
+    }
     bench_stop_collector(base.pid);
 
     if (memory) {
         struct collector fwd = start_forwarder(argv[1], sink.grpc_port, "gzip", NULL);
         struct collector plain = start_forwarder(argv[1], sink.grpc_port, "none", NULL);
-        double s0 = 0, f0 = 0;
 
         r = phase(&fwd, 4, seconds, true);
-        print_forward("forward, memory queue, gzip, 4", &r, &fwd, baseline, s0, f0);
+        print_forward("forward, memory queue, gzip, 4", &r, &fwd, baseline);
         r = phase(&plain, 4, seconds, true);
-        print_forward("forward, memory queue, none, 4", &r, &plain, baseline, 0, 0);
+        print_forward("forward, memory queue, none, 4", &r, &plain, baseline);
         bench_stop_collector(plain.pid);
-        s0 = metric(fwd.metrics_port, "flamecol_exporter_sent_requests_total", "exporter=\"otlp\"");
-        f0 = metric(fwd.metrics_port, "flamecol_exporter_send_failed_profile_samples_total",
-                    "exporter=\"otlp\"");
+        clients_gzip = true;
+        r = phase(&fwd, 4, seconds, true);
+        clients_gzip = false;
+        print_forward("forward, clients send gzip, gzip, 4", &r, &fwd, baseline_gz);
         r = phase(&fwd, 8, seconds, true);
-        print_forward("forward, memory queue, gzip, 8", &r, &fwd, baseline, s0, f0);
+        print_forward("forward, memory queue, gzip, 8", &r, &fwd, baseline);
         printf("forwarder peak RSS (VmHWM, after 4 then 8 connections): %.1f MB\n",
                (double)bench_peak_rss_kb(fwd.pid) / 1024);
         bench_stop_collector(fwd.pid);
@@ -321,7 +358,7 @@ int main(int argc, char **argv)
         r = phase(&pq, 4, seconds, true);
         fs1 = metric(pq.metrics_port, "flamecol_exporter_persistent_queue_fsyncs_total",
                      "exporter=\"otlp\"");
-        print_forward("forward, persistent queue, gzip, 4", &r, &pq, baseline, 0, 0);
+        print_forward("forward, persistent queue, gzip, 4", &r, &pq, baseline);
         printf("persistent queue: %.0f fsyncs/s (%.1f requests per fsync); peak RSS %.1f MB\n",
                (fs1 - fs0) / r.wall, fs1 > fs0 ? (double)r.requests / (fs1 - fs0) : 0,
                (double)bench_peak_rss_kb(pq.pid) / 1024);
@@ -337,6 +374,7 @@ int main(int argc, char **argv)
     grpc_shutdown();
     for (size_t i = 0; i < n_reqs; i++) {
         free(reqs[i].data);
+        fc_buf_release(&reqs_gz[i]);
     }
     return 0;
 }

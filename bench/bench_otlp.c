@@ -73,7 +73,7 @@ static void *grpc_client(void *arg)
 
     while (!atomic_load(&stop)) {
         const struct bench_otlp_request *r = &reqs[i++ % n_reqs];
-        if (bench_grpc_export(channel, cq, r->data, r->len) != GRPC_STATUS_OK) {
+        if (bench_grpc_export(channel, cq, r->data, r->len, false) != GRPC_STATUS_OK) {
             atomic_fetch_add(&failures, 1);
             continue;
         }

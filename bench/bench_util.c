@@ -245,7 +245,8 @@ size_t bench_otlp_requests(const char *dir, struct bench_otlp_request *reqs, siz
     return n_reqs;
 }
 
-int bench_grpc_export(grpc_channel *ch, grpc_completion_queue *cq, const uint8_t *data, size_t len)
+int bench_grpc_export(grpc_channel *ch, grpc_completion_queue *cq, const uint8_t *data, size_t len,
+                      bool gzipped)
 {
     grpc_slice method = grpc_slice_from_static_string(OTLP_EXPORT_METHOD);
     gpr_timespec deadline =
@@ -253,7 +254,9 @@ int bench_grpc_export(grpc_channel *ch, grpc_completion_queue *cq, const uint8_t
     grpc_call *call = grpc_channel_create_call(ch, NULL, GRPC_PROPAGATE_DEFAULTS, cq, method, NULL,
                                                deadline, NULL);
     grpc_slice body = grpc_slice_from_static_buffer(data, len);
-    grpc_byte_buffer *send = grpc_raw_byte_buffer_create(&body, 1);
+    grpc_byte_buffer *send =
+        gzipped ? grpc_raw_compressed_byte_buffer_create(&body, 1, GRPC_COMPRESS_GZIP)
+                : grpc_raw_byte_buffer_create(&body, 1);
     grpc_byte_buffer *recv = NULL;
     grpc_metadata_array initial, trailing;
     grpc_status_code status = GRPC_STATUS_UNKNOWN;

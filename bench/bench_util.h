@@ -2,6 +2,7 @@
 #ifndef FC_BENCH_UTIL_H
 #define FC_BENCH_UTIL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -30,9 +31,13 @@ struct bench_otlp_request {
 /* Fills reqs (at most max) from dir's *.pb.gz; exits when there are none. */
 size_t bench_otlp_requests(const char *dir, struct bench_otlp_request *reqs, size_t max);
 
-/* One unary Export call with gRPC core's client API; returns the gRPC status. */
+/*
+ * One unary Export call with gRPC core's client API; returns the gRPC status.
+ * gzipped: data is already gzip-compressed and goes out as a compressed
+ * message (the channel must have gzip as its default algorithm).
+ */
 struct grpc_channel;
 struct grpc_completion_queue;
 int bench_grpc_export(struct grpc_channel *ch, struct grpc_completion_queue *cq,
-                      const uint8_t *data, size_t len);
+                      const uint8_t *data, size_t len, bool gzipped);
 #endif

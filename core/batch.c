@@ -558,6 +558,25 @@ void fc_batch_unref(struct fc_batch *b)
     }
 }
 
+void fc_batch_set_wire(struct fc_batch *b, const uint8_t *body, size_t len, const uint8_t *gzip,
+                       size_t gzip_len, uint32_t profiles)
+{
+    struct fc_wire w = {.profiles = profiles};
+
+    w.body = len > 0 ? fc_arena_memdup(b->arena, body, len) : NULL;
+    w.len = len;
+    if (w.body != NULL && gzip != NULL && gzip_len > 0) {
+        w.gzip = fc_arena_memdup(b->arena, gzip, gzip_len);
+        w.gzip_len = w.gzip != NULL ? gzip_len : 0;
+    }
+    b->wire = w.body != NULL ? w : (struct fc_wire){0};
+}
+
+void fc_batch_drop_wire(struct fc_batch *b)
+{
+    memset(&b->wire, 0, sizeof(b->wire));
+}
+
 int fc_batch_set_tenant(struct fc_batch *b, const char *tenant)
 {
     const char *t = fc_arena_strdup(b->arena, tenant);

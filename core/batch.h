@@ -209,6 +209,25 @@ struct fc_profile {
     struct fc_span attrs;
 };
 
+/*
+ * The encoded OTLP ExportProfilesServiceRequest a batch was decoded from,
+ * kept while the batch is still exactly that request: the otlp exporters
+ * send these bytes instead of encoding the batch again, and the client's
+ * gzip as it came when they compress with gzip too. The OTLP receiver sets
+ * it only when it changed nothing (no profile rejected, no stack cut); the
+ * service drops it before a processor that may change the batch
+ * (fc_processor_type.preserves_batch), and fc_batch_clone does not copy it.
+ * Whoever changes a batch's profiles or dictionary otherwise must call
+ * fc_batch_drop_wire.
+ */
+struct fc_wire {
+    const uint8_t *body; /* in the arena; NULL = none */
+    size_t len;
+    const uint8_t *gzip; /* the same request gzipped, in the arena; NULL = none */
+    size_t gzip_len;
+    uint32_t profiles; /* OTLP profiles in the request */
+};
+
 struct fc_batch {
     _Atomic int refs;
     struct fc_arena *arena;
@@ -220,6 +239,7 @@ struct fc_batch {
     struct fc_profile *profiles;
     uint32_t n_profiles;
     uint32_t cap_profiles;
+    struct fc_wire wire;
 };
 
 /* budget: bytes the batch may take (0 = unlimited); see core/arena.h. */
@@ -229,6 +249,13 @@ void fc_batch_unref(struct fc_batch *b);
 /* A deep copy with its own arena, for a pipeline that must change a batch it shares. */
 int fc_batch_clone(const struct fc_batch *src, struct fc_batch **out, struct fc_error *err);
 int fc_batch_set_tenant(struct fc_batch *b, const char *tenant);
+/*
+ * Copies the request bytes into the arena as b->wire (gzip may be NULL).
+ * Over the batch's budget the batch simply has no wire: not an error.
+ */
+void fc_batch_set_wire(struct fc_batch *b, const uint8_t *body, size_t len, const uint8_t *gzip,
+                       size_t gzip_len, uint32_t profiles);
+void fc_batch_drop_wire(struct fc_batch *b);
 /*
  * Checks a tenant id from outside (X-Scope-OrgID header or gRPC metadata):
  * 1-150 characters of A-Z a-z 0-9 ! - _ . * ' ( ), not "." or "..", as

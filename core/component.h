@@ -75,6 +75,12 @@ struct fc_processor_type {
     int (*process)(struct fc_processor *self, struct fc_batch **batchp, struct fc_error *err);
     void (*shutdown)(struct fc_processor *self);
     void (*destroy)(struct fc_processor *self);
+    /*
+     * true only when process() never changes a batch's profiles or
+     * dictionary: the batch keeps the request bytes it was decoded from
+     * (fc_batch.wire) for the otlp exporters to send as they came.
+     */
+    bool preserves_batch;
 };
 
 struct fc_exporter_type {

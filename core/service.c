@@ -245,6 +245,9 @@ static int run_pipeline(struct pipeline *p, struct fc_batch *batch, bool shared,
     for (size_t i = 0; i < p->n_procs && b != NULL; i++) {
         struct fc_processor *proc = p->procs[i];
         uint64_t before = fc_batch_sample_count(b);
+        if (!proc->type->preserves_batch) {
+            fc_batch_drop_wire(b); /* b is this chain's own (cloned above when shared) */
+        }
         rc = proc->type->process(proc, &b, err);
         if (rc != FC_OK) {
             fc_error_wrap(err, "%s", proc->id);

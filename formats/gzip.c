@@ -5,57 +5,96 @@
 #include <string.h>
 #include <zlib.h>
 
-int fc_gunzip(const uint8_t *in, size_t len, size_t limit, struct fc_buf *out, struct fc_error *err)
+/* A gzip member's smallest size: a 10-byte header, an empty block, an 8-byte trailer. */
+#define GZIP_MIN_MEMBER 18
+/* deflate expands at most about 1032:1; a member's ISIZE claiming more is a lie. */
+#define DEFLATE_MAX_RATIO 1032
+
+/*
+ * libdeflate inflates a whole member into a buffer it is given. Its size
+ * comes from the ISIZE trailer of the input's last member (exact for the
+ * usual single member), bounded by what deflate can produce from the input
+ * and by the room left under limit; when the member does not fit, the
+ * buffer doubles and the member is inflated again, up to limit.
+ */
+int fc_gunzip_ex(const uint8_t *in, size_t len, size_t limit, struct fc_buf *out, size_t *trailing,
+                 struct fc_error *err)
 {
-    z_stream z;
-    uint8_t chunk[65536];
-    size_t produced = 0;
-    int zrc;
+    struct libdeflate_decompressor *d;
+    size_t pos = 0, produced = 0;
     int rc = FC_OK;
 
-    memset(&z, 0, sizeof(z));
-    if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK) {
-        return fc_errorf(err, FC_EIO, "gzip: cannot initialise zlib");
+    if (trailing != NULL) {
+        *trailing = 0;
     }
-    z.next_in = (Bytef *)(uintptr_t)in;
-    z.avail_in = (uInt)(len > UINT32_MAX ? UINT32_MAX : len);
+    if (len < GZIP_MIN_MEMBER) {
+        return fc_errorf(err, FC_EPROTO, "gzip: truncated data");
+    }
+    d = libdeflate_alloc_decompressor();
+    if (d == NULL) {
+        return fc_errorf(err, FC_EIO, "gzip: out of memory");
+    }
     for (;;) {
-        z.next_out = chunk;
-        z.avail_out = sizeof(chunk);
-        zrc = inflate(&z, Z_NO_FLUSH);
-        if (zrc != Z_OK && zrc != Z_STREAM_END && zrc != Z_BUF_ERROR) {
-            rc = fc_errorf(err, FC_EPROTO, "gzip: corrupt data (%s)", z.msg ? z.msg : "inflate");
-            goto out;
-        }
-        {
-            size_t n = sizeof(chunk) - z.avail_out;
-            produced += n;
-            if (limit != 0 && produced > limit) {
+        size_t rest = len - pos;
+        const uint8_t *tail = in + len - 4;
+        size_t isize =
+            (size_t)tail[0] | (size_t)tail[1] << 8 | (size_t)tail[2] << 16 | (size_t)tail[3] << 24;
+        size_t room = limit != 0 ? limit - produced : SIZE_MAX / 2;
+        size_t most = rest > SIZE_MAX / DEFLATE_MAX_RATIO ? SIZE_MAX : rest * DEFLATE_MAX_RATIO;
+        size_t cap = isize < most ? isize : most;
+        size_t used_in = 0, used_out = 0;
+        enum libdeflate_result r;
+
+        cap = cap < 4096 ? 4096 : cap;
+        cap = cap < room ? cap : room;
+        for (;;) {
+            if (fc_buf_reserve(out, cap) != FC_OK) {
+                rc = fc_errorf(err, FC_ETOOBIG, "gzip: decompressed data exceeds the buffer limit");
+                goto done;
+            }
+            r = libdeflate_gzip_decompress_ex(d, in + pos, rest, out->data + out->len, cap,
+                                              &used_in, &used_out);
+            if (r != LIBDEFLATE_INSUFFICIENT_SPACE) {
+                break;
+            }
+            if (cap >= room) {
                 rc = fc_errorf(err, FC_ETOOBIG,
                                "gzip: decompressed size exceeds the limit of %zu bytes", limit);
-                goto out;
+                goto done;
             }
-            if (fc_buf_append(out, chunk, n) != FC_OK) {
-                rc = fc_errorf(err, FC_ETOOBIG, "gzip: decompressed data exceeds the buffer limit");
-                goto out;
+            cap = cap > room / 2 ? room : cap * 2;
+        }
+        if (r != LIBDEFLATE_SUCCESS) {
+            /* libdeflate cannot tell a cut stream from a corrupt one; a short input is likely cut.
+             */
+            rc = fc_errorf(err, FC_EPROTO, "gzip: corrupt or truncated data");
+            goto done;
+        }
+        out->len += used_out;
+        out->data[out->len] = '\0';
+        produced += used_out;
+        pos += used_in;
+        /* Another member may follow (concatenated gzip files); anything else is left over. */
+        if (len - pos >= 2 && in[pos] == 0x1f && in[pos + 1] == 0x8b) {
+            if (len - pos < GZIP_MIN_MEMBER) {
+                rc = fc_errorf(err, FC_EPROTO, "gzip: truncated data");
+                goto done;
             }
+            continue;
         }
-        if (zrc == Z_STREAM_END) {
-            /* Another member may follow (concatenated gzip files). */
-            if (z.avail_in >= 2 && z.next_in[0] == 0x1f && z.next_in[1] == 0x8b) {
-                inflateReset(&z);
-                continue;
-            }
-            break;
+        if (trailing != NULL) {
+            *trailing = len - pos;
         }
-        if (zrc == Z_BUF_ERROR && z.avail_in == 0) {
-            rc = fc_errorf(err, FC_EPROTO, "gzip: truncated data");
-            goto out;
-        }
+        break;
     }
-out:
-    inflateEnd(&z);
+done:
+    libdeflate_free_decompressor(d);
     return rc;
+}
+
+int fc_gunzip(const uint8_t *in, size_t len, size_t limit, struct fc_buf *out, struct fc_error *err)
+{
+    return fc_gunzip_ex(in, len, limit, out, NULL, err);
 }
 
 /*

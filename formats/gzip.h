@@ -21,6 +21,9 @@ static inline bool fc_is_gzip(const uint8_t *p, size_t len)
  */
 int fc_gunzip(const uint8_t *in, size_t len, size_t limit, struct fc_buf *out,
               struct fc_error *err);
+/* The same; *trailing = bytes after the last gzip member (ignored by fc_gunzip). */
+int fc_gunzip_ex(const uint8_t *in, size_t len, size_t limit, struct fc_buf *out, size_t *trailing,
+                 struct fc_error *err);
 int fc_gzip(const uint8_t *in, size_t len, int level, struct fc_buf *out, struct fc_error *err);
 
 #endif

@@ -1,6 +1,8 @@
 #include "exporters/otlp/otlp_exp.h"
 
 #include "core/timeutil.h"
+#include "formats/gzip.h"
+#include "formats/otlp.h"
 #include "formats/otlp_answer.h"
 
 #include <stdio.h>
@@ -18,7 +20,8 @@ uint32_t fc_otlp_exp_profiles(const struct fc_batch *b)
     return n;
 }
 
-struct fc_send_item *fc_otlp_exp_item(const struct fc_batch *b, const uint8_t *body, size_t len)
+struct fc_send_item *fc_otlp_exp_item(const struct fc_batch *b, const uint8_t *body, size_t len,
+                                      uint32_t profiles)
 {
     struct fc_send_item *it = fc_send_item_new(b->tenant, "", len);
 
@@ -26,8 +29,56 @@ struct fc_send_item *fc_otlp_exp_item(const struct fc_batch *b, const uint8_t *b
         memcpy(it->body, body, len);
     }
     it->samples = fc_batch_sample_count(b);
-    it->profiles = fc_otlp_exp_profiles(b);
+    it->profiles = profiles;
     return it;
+}
+
+int fc_otlp_exp_protobuf(const struct fc_batch *b, struct fc_buf *scratch, const uint8_t **body,
+                         size_t *len, uint32_t *profiles, struct fc_error *err)
+{
+    int rc;
+
+    if (b->wire.body != NULL) {
+        *body = b->wire.body;
+        *len = b->wire.len;
+        *profiles = b->wire.profiles;
+        return FC_OK;
+    }
+    rc = fc_otlp_encode(b, scratch, err);
+    *body = scratch->data;
+    *len = scratch->len;
+    *profiles = fc_otlp_exp_profiles(b);
+    return rc;
+}
+
+int fc_otlp_exp_protobuf_item(const struct fc_batch *b, bool gzip, struct fc_send_item **out,
+                              struct fc_error *err)
+{
+    struct fc_buf raw, packed;
+    const uint8_t *body = NULL;
+    size_t len = 0;
+    uint32_t profiles = 0;
+    int rc;
+
+    *out = NULL;
+    if (gzip && b->wire.gzip != NULL) {
+        *out = fc_otlp_exp_item(b, b->wire.gzip, b->wire.gzip_len, b->wire.profiles);
+        return FC_OK;
+    }
+    fc_buf_init(&raw, 0);
+    fc_buf_init(&packed, 0);
+    rc = fc_otlp_exp_protobuf(b, &raw, &body, &len, &profiles, err);
+    if (rc == FC_OK && gzip) {
+        rc = fc_gzip(body, len, 1, &packed, err);
+        body = packed.data;
+        len = packed.len;
+    }
+    if (rc == FC_OK) {
+        *out = fc_otlp_exp_item(b, body, len, profiles);
+    }
+    fc_buf_release(&raw);
+    fc_buf_release(&packed);
+    return rc;
 }
 
 void fc_otlp_exp_partial(const struct fc_buf *answer, bool json, const char *component,

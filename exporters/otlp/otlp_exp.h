@@ -15,8 +15,24 @@
 /* The OTLP profiles fc_otlp_encode writes for b: one per sample type of each profile. */
 uint32_t fc_otlp_exp_profiles(const struct fc_batch *b);
 
-/* One item holding body (copied), with b's tenant, samples and profile count. */
-struct fc_send_item *fc_otlp_exp_item(const struct fc_batch *b, const uint8_t *body, size_t len);
+/* One item holding body (copied), with b's tenant and samples and that many OTLP profiles. */
+struct fc_send_item *fc_otlp_exp_item(const struct fc_batch *b, const uint8_t *body, size_t len,
+                                      uint32_t profiles);
+
+/*
+ * The ExportProfilesServiceRequest (protobuf) for b: the bytes it came as
+ * when it still has them (b->wire; *body then points into b), else b
+ * encoded into scratch. *profiles: the OTLP profiles in it.
+ */
+int fc_otlp_exp_protobuf(const struct fc_batch *b, struct fc_buf *scratch, const uint8_t **body,
+                         size_t *len, uint32_t *profiles, struct fc_error *err);
+
+/*
+ * One item holding b as a protobuf request, gzipped (level 1) when gzip is
+ * set: the client's own gzip stream when b->wire kept one, else ours.
+ */
+int fc_otlp_exp_protobuf_item(const struct fc_batch *b, bool gzip, struct fc_send_item **out,
+                              struct fc_error *err);
 
 /*
  * An accepted request's answer (an ExportProfilesServiceResponse in

@@ -214,32 +214,13 @@ static int otlp_grpc_export(struct fc_exporter *self, struct fc_batch *b, struct
 {
     struct otlp_grpc *x = self->ctx;
     struct fc_send_item *item;
-    struct fc_buf body;
     int rc;
 
     if (b->n_profiles == 0) {
         return FC_OK;
     }
-    fc_buf_init(&body, 0);
-    rc = fc_otlp_encode(b, &body, err);
-    if (rc != FC_OK) {
-        fc_buf_release(&body);
-        return rc;
-    }
-    if (x->cfg->compression == COMP_GZIP) {
-        struct fc_buf packed;
-        fc_buf_init(&packed, 0);
-        rc = fc_gzip(body.data, body.len, 1, &packed, err);
-        fc_buf_release(&body);
-        if (rc != FC_OK) {
-            fc_buf_release(&packed);
-            return rc;
-        }
-        body = packed;
-    }
-    item = fc_otlp_exp_item(b, body.data, body.len);
-    fc_buf_release(&body);
-    return fc_sender_submit(x->sender, &item, 1, err);
+    rc = fc_otlp_exp_protobuf_item(b, x->cfg->compression == COMP_GZIP, &item, err);
+    return rc == FC_OK ? fc_sender_submit(x->sender, &item, 1, err) : rc;
 }
 
 static void otlp_grpc_destroy(struct fc_exporter *self)

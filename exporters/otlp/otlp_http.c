@@ -186,15 +186,15 @@ static int otlphttp_start(struct fc_exporter *self, struct fc_host *host, struct
     return rc;
 }
 
-static int compress_zstd(const struct fc_buf *in, struct fc_buf *out, struct fc_error *err)
+static int compress_zstd(const uint8_t *in, size_t len, struct fc_buf *out, struct fc_error *err)
 {
-    size_t bound = ZSTD_compressBound(in->len);
+    size_t bound = ZSTD_compressBound(len);
     size_t n;
 
     if (fc_buf_reserve(out, bound) != FC_OK) {
         return fc_errorf(err, FC_ETOOBIG, "zstd: out of memory");
     }
-    n = ZSTD_compress(out->data, bound, in->data, in->len, 3);
+    n = ZSTD_compress(out->data, bound, in, len, 3);
     if (ZSTD_isError(n)) {
         return fc_errorf(err, FC_EIO, "zstd: %s", ZSTD_getErrorName(n));
     }
@@ -208,25 +208,39 @@ static int otlphttp_export(struct fc_exporter *self, struct fc_batch *b, struct 
     const struct otlphttp_config *cfg = x->cfg;
     struct fc_buf raw, packed;
     struct fc_send_item *item = NULL;
-    const struct fc_buf *body = &raw;
+    const uint8_t *body = NULL;
+    size_t len = 0;
+    uint32_t profiles = 0;
     int rc;
 
     if (b->n_profiles == 0) {
         return FC_OK;
     }
+    if (cfg->encoding == ENC_PROTO && cfg->compression != COMP_ZSTD) {
+        rc = fc_otlp_exp_protobuf_item(b, cfg->compression == COMP_GZIP, &item, err);
+        return rc == FC_OK ? fc_sender_submit(x->sender, &item, 1, err) : rc;
+    }
     fc_buf_init(&raw, 0);
     fc_buf_init(&packed, 0);
-    rc = cfg->encoding == ENC_JSON ? fc_otlp_encode_json(b, &raw, err)
-                                   : fc_otlp_encode(b, &raw, err);
+    if (cfg->encoding == ENC_JSON) {
+        rc = fc_otlp_encode_json(b, &raw, err);
+        body = raw.data;
+        len = raw.len;
+        profiles = fc_otlp_exp_profiles(b);
+    } else {
+        rc = fc_otlp_exp_protobuf(b, &raw, &body, &len, &profiles, err);
+    }
     if (rc == FC_OK && cfg->compression == COMP_GZIP) {
-        rc = fc_gzip(raw.data, raw.len, 1, &packed, err);
-        body = &packed;
+        rc = fc_gzip(body, len, 1, &packed, err);
+        body = packed.data;
+        len = packed.len;
     } else if (rc == FC_OK && cfg->compression == COMP_ZSTD) {
-        rc = compress_zstd(&raw, &packed, err);
-        body = &packed;
+        rc = compress_zstd(body, len, &packed, err);
+        body = packed.data;
+        len = packed.len;
     }
     if (rc == FC_OK) {
-        item = fc_otlp_exp_item(b, body->data, body->len);
+        item = fc_otlp_exp_item(b, body, len, profiles);
     }
     fc_buf_release(&raw);
     fc_buf_release(&packed);

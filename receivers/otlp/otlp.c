@@ -136,37 +136,38 @@ void otlp_count_refused(struct otlp_receiver *r)
 }
 
 /* Decodes the request into b and applies every input cap; a refusal fills err. */
-static int decode_capped(struct otlp_receiver *r, struct fc_batch *b, const uint8_t *body,
-                         size_t len, bool json, struct fc_otlp_result *res, struct fc_error *err)
+static int decode_capped(struct otlp_receiver *r, struct fc_batch *b, const struct otlp_request *rq,
+                         struct fc_otlp_result *res, uint64_t *truncated, struct fc_error *err)
 {
     const struct fc_input_limits *lim = &r->cfg->limits;
     unsigned depth = (unsigned)lim->max_message_depth;
-    uint64_t truncated = 0;
-    int rc = json ? fc_otlp_decode_json_depth(b, (const char *)body, len, depth, res, err)
-                  : fc_otlp_decode_depth(b, body, len, depth, res, err);
+    int rc = rq->json
+                 ? fc_otlp_decode_json_depth(b, (const char *)rq->body, rq->len, depth, res, err)
+                 : fc_otlp_decode_depth(b, rq->body, rq->len, depth, res, err);
 
-    if (rc == FC_OK && (rc = fc_input_limits_apply(lim, b, &truncated, err)) != FC_OK) {
+    if (rc == FC_OK && (rc = fc_input_limits_apply(lim, b, truncated, err)) != FC_OK) {
         fc_metric_add(r->self->metrics.failed_samples, (int64_t)fc_batch_sample_count(b));
         fc_error_wrap(err, "otlp");
     }
-    fc_metric_add(r->truncated_stacks, (int64_t)truncated);
+    fc_metric_add(r->truncated_stacks, (int64_t)*truncated);
     return rc;
 }
 
-int otlp_export(struct otlp_receiver *r, const uint8_t *body, size_t len, bool json,
-                const char *tenant, struct fc_otlp_result *res, struct fc_error *err)
+int otlp_export(struct otlp_receiver *r, const struct otlp_request *rq, struct fc_otlp_result *res,
+                struct fc_error *err)
 {
     /* Decoded tables take a few times the wire size; the cap bounds one request. */
     struct fc_batch *b = fc_batch_new((size_t)r->cfg->max_decompressed_size * 4);
+    uint64_t truncated = 0;
     int rc;
 
     memset(res, 0, sizeof(*res));
     if (b == NULL) {
         return fc_errorf(err, FC_EUNAVAIL, "out of memory");
     }
-    rc = fc_batch_set_tenant(b, tenant ? tenant : "anonymous");
+    rc = fc_batch_set_tenant(b, rq->tenant ? rq->tenant : "anonymous");
     if (rc == FC_OK) {
-        rc = decode_capped(r, b, body, len, json, res, err);
+        rc = decode_capped(r, b, rq, res, &truncated, err);
     }
     if (rc != FC_OK) {
         otlp_count_refused(r);
@@ -176,6 +177,10 @@ int otlp_export(struct otlp_receiver *r, const uint8_t *body, size_t len, bool j
     fc_metric_add(r->rejected_profiles, res->rejected_profiles);
     if (res->rejected_profiles > 0) {
         fc_log_debug(r->self->id, "rejected %u profiles: %s", res->rejected_profiles, res->message);
+    }
+    if (!rq->json && res->rejected_profiles == 0 && truncated == 0) {
+        /* The batch is exactly the request: exporters may send its bytes as they came. */
+        fc_batch_set_wire(b, rq->body, rq->len, rq->gzip, rq->gzip_len, res->profiles);
     }
     /* Nothing left to forward (empty, or every profile rejected): acknowledged as is. */
     if (b->n_profiles > 0) {

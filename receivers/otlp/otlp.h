@@ -40,16 +40,27 @@ struct otlp_receiver {
     struct otlp_grpc *grpc;             /* NULL unless protocols.grpc is on */
 };
 
+struct otlp_request {
+    const uint8_t *body; /* the request, decompressed */
+    size_t len;
+    bool json;
+    const uint8_t *gzip; /* body as the client gzipped it, or NULL */
+    size_t gzip_len;
+    const char *tenant; /* NULL = anonymous */
+};
+
 /*
  * Decodes one request (protobuf or JSON, already decompressed), applies the
  * input caps (max_message_depth before anything is unpacked, the others on
  * the decoded batch) and sends it down the pipelines. Both transports come
- * through here, so HTTP and gRPC refuse the same requests. Returns FC_OK
- * (res says what was rejected) or the error code for the transport to map;
- * err names the problem. A refusal is counted here (otlp_count_refused).
+ * through here, so HTTP and gRPC refuse the same requests. A protobuf
+ * request the caps left untouched travels with its bytes (fc_batch.wire).
+ * Returns FC_OK (res says what was rejected) or the error code for the
+ * transport to map; err names the problem. A refusal is counted here
+ * (otlp_count_refused).
  */
-int otlp_export(struct otlp_receiver *r, const uint8_t *body, size_t len, bool json,
-                const char *tenant, struct fc_otlp_result *res, struct fc_error *err);
+int otlp_export(struct otlp_receiver *r, const struct otlp_request *rq, struct fc_otlp_result *res,
+                struct fc_error *err);
 /* The gRPC status code for an outcome (OTLP: retryable refusals are
  * UNAVAILABLE/RESOURCE_EXHAUSTED). */
 int otlp_grpc_code(int rc);

@@ -130,14 +130,15 @@ static int tenant_of(const grpc_metadata_array *md, char *buf, size_t size, cons
 /*
  * The message as sent: its slices joined, then inflated when the client
  * compressed it (gzip only; gRPC core refuses other algorithms, see
- * GRPC_COMPRESSION_CHANNEL_ENABLED_ALGORITHMS_BITSET below).
+ * GRPC_COMPRESSION_CHANNEL_ENABLED_ALGORITHMS_BITSET below). wire keeps
+ * the compressed message when it is one whole gzip stream (empty otherwise).
  */
 static int read_message(struct otlp_grpc *g, grpc_byte_buffer *bb, struct fc_buf *out,
-                        struct fc_error *err)
+                        struct fc_buf *wire, struct fc_error *err)
 {
     const struct otlp_config *cfg = g->r->cfg;
     grpc_slice_buffer *sb;
-    struct fc_buf wire;
+    size_t trailing = 0;
     int rc = FC_OK;
 
     if (bb == NULL) {
@@ -155,19 +156,21 @@ static int read_message(struct otlp_grpc *g, grpc_byte_buffer *bb, struct fc_buf
         return fc_errorf(err, FC_EPROTO, "message compression %d is not supported (use gzip)",
                          (int)bb->data.raw.compression);
     }
-    fc_buf_init(&wire, 0);
     for (size_t i = 0; i < sb->count && rc == FC_OK; i++) {
-        rc = fc_buf_append(&wire, GRPC_SLICE_START_PTR(sb->slices[i]),
+        rc = fc_buf_append(wire, GRPC_SLICE_START_PTR(sb->slices[i]),
                            GRPC_SLICE_LENGTH(sb->slices[i]));
     }
     rc = rc ? fc_errorf(err, rc, "out of memory")
-            : fc_gunzip(wire.data, wire.len, (size_t)cfg->max_decompressed_size, out, err);
+            : fc_gunzip_ex(wire->data, wire->len, (size_t)cfg->max_decompressed_size, out,
+                           &trailing, err);
     if (rc == FC_ETOOBIG) {
         fc_metric_add(g->refused_too_large, 1);
         fc_errorf(err, FC_ETOOBIG, "message inflates past max_decompressed_size (%lld bytes)",
                   (long long)cfg->max_decompressed_size);
     }
-    fc_buf_release(&wire);
+    if (trailing > 0) {
+        wire->len = 0; /* not one clean gzip stream: never forwarded as is */
+    }
     return rc;
 }
 
@@ -227,21 +230,26 @@ static void handle_export(struct fc_work *w)
     struct otlp_receiver *r = s->g->r;
     struct fc_otlp_result res;
     struct fc_error err = {0};
-    struct fc_buf body;
-    const char *tenant = NULL;
+    struct fc_buf body, gz;
+    struct otlp_request rq = {0};
     char tenant_buf[160];
     int rc;
 
     fc_buf_init(&body, 0);
-    rc = tenant_of(&s->md, tenant_buf, sizeof(tenant_buf), &tenant, &err);
-    rc = rc ? rc : read_message(s->g, s->payload, &body, &err);
+    fc_buf_init(&gz, 0);
+    rc = tenant_of(&s->md, tenant_buf, sizeof(tenant_buf), &rq.tenant, &err);
+    rc = rc ? rc : read_message(s->g, s->payload, &body, &gz, &err);
     if (rc != FC_OK) {
         otlp_count_refused(r);
     } else {
-        rc = otlp_export(r, body.data ? body.data : (const uint8_t *)"", body.len, false, tenant,
-                         &res, &err);
+        rq.body = body.data ? body.data : (const uint8_t *)"";
+        rq.len = body.len;
+        rq.gzip = gz.len > 0 ? gz.data : NULL;
+        rq.gzip_len = gz.len;
+        rc = otlp_export(r, &rq, &res, &err);
     }
     fc_buf_release(&body);
+    fc_buf_release(&gz);
     if (rc != FC_OK) {
         send_error(s, rc, err.msg, r->cfg->retry_after);
         return;

@@ -53,6 +53,7 @@ static void handle(void *ctx, const struct fc_http_request *req, struct fc_http_
     struct fc_otlp_result res;
     struct fc_error err = {0};
     struct fc_buf plain;
+    struct otlp_request rq = {0};
     const uint8_t *body = req->body;
     size_t len = req->body_len;
     bool json;
@@ -72,12 +73,18 @@ static void handle(void *ctx, const struct fc_http_request *req, struct fc_http_
     }
     fc_buf_init(&plain, 0);
     if (ce != NULL && strcasecmp(ce, "gzip") == 0) {
-        rc = fc_gunzip(body, len, (size_t)r->cfg->max_decompressed_size, &plain, &err);
+        size_t trailing = 0;
+        rc =
+            fc_gunzip_ex(body, len, (size_t)r->cfg->max_decompressed_size, &plain, &trailing, &err);
         if (rc != FC_OK) {
             otlp_count_refused(r);
             answer_error(r, resp, http_status(rc), rc, err.msg, json);
             fc_buf_release(&plain);
             return;
+        }
+        if (trailing == 0) {
+            rq.gzip = body; /* one clean gzip stream: may be forwarded as it came */
+            rq.gzip_len = len;
         }
         body = plain.data;
         len = plain.len;
@@ -86,14 +93,14 @@ static void handle(void *ctx, const struct fc_http_request *req, struct fc_http_
         answer_error(r, resp, 415, FC_EPROTO, "unsupported Content-Encoding (use gzip)", json);
         return;
     }
-    {
-        const char *tenant;
-        rc = fc_http_tenant(req, &tenant, &err);
-        if (rc != FC_OK) {
-            otlp_count_refused(r);
-        } else {
-            rc = otlp_export(r, body ? body : (const uint8_t *)"", len, json, tenant, &res, &err);
-        }
+    rc = fc_http_tenant(req, &rq.tenant, &err);
+    if (rc != FC_OK) {
+        otlp_count_refused(r);
+    } else {
+        rq.body = body ? body : (const uint8_t *)"";
+        rq.len = len;
+        rq.json = json;
+        rc = otlp_export(r, &rq, &res, &err);
     }
     if (rc != FC_OK) {
         answer_error(r, resp, http_status(rc), rc, err.msg, json);

@@ -6,7 +6,11 @@
    over gRPC and over HTTP in protobuf and JSON with gzip / none (zstd goes
    through a scripted peer that relays the decompressed body to B: B's
    receiver takes gzip only).
-2. A hand-made pprof (mappings, build id, inline frames, sample labels,
+2. OTLP in, OTLP out: a protobuf request the receiver left untouched is
+   forwarded byte for byte (a field flamecol does not know survives; the
+   client's gzip stream goes out as it came); one whose stacks were cut or
+   whose profiles were partly rejected is encoded again from what was kept.
+   A hand-made pprof (mappings, build id, inline frames, sample labels,
    span/trace ids) is forwarded to a scripted peer, and what the peer
    received is decoded here (field numbers of the OTLP .proto, or its JSON
    names) and compared with the profile as this file built it: every
@@ -34,8 +38,8 @@ import grpc
 
 from fake_peers import (Answer, GrpcAnswer, GrpcPeer, HttpPeer, make_certs, partial_success_response,
                         read, rpc_status, server_ssl_context)
-from harness import (BIN, Collector, corpus_files, free_port, http, multipart, parse_top, pb_ld, pb_packed,
-                     pb_put_varint, pb_varint, pb_vi, read_corpus)
+from harness import (BIN, Collector, convert, corpus_files, free_port, http, multipart, parse_top, pb_ld,
+                     pb_packed, pb_put_varint, pb_varint, pb_vi, read_corpus)
 
 METHOD = "/opentelemetry.proto.collector.profiles.v1development.ProfilesService/Export"
 T0 = 1700000000
@@ -532,6 +536,117 @@ class LosslessTest(unittest.TestCase):
         self.assertEqual(req.header("content-type"), "application/json")
         self.assertIsNone(req.header("content-encoding"))
         self.assertEqual(resolve(json.loads(req.body)), fixture_expected())
+
+
+# ---- OTLP in, OTLP out: the request's own bytes --------------------------------------------
+
+PASS_CONFIG = """
+receivers:
+  otlp:
+    protocols:
+      grpc:
+        endpoint: 127.0.0.1:{grpc}
+      http:
+        endpoint: 127.0.0.1:{port}
+%s
+exporters:
+%s
+service:
+  pipelines:
+    profiles:
+      receivers: [otlp]
+      exporters: [%s]
+  telemetry:
+    metrics:
+      endpoint: 127.0.0.1:{metrics}
+"""
+
+UNKNOWN_FIELD = pb_vi(15, 7)  # a top-level field the OTLP .proto does not define (yet)
+
+
+def bad_resource_profiles():
+    """A ResourceProfiles whose one profile has a sample with stack_index 9999 (rejected alone)."""
+    profile = pb_ld(1, pb_vi(1, 1) + pb_vi(2, 2)) + pb_ld(2, pb_vi(1, 9999) + pb_packed(4, [1]))
+    return pb_ld(1, pb_ld(2, pb_ld(2, profile)))
+
+
+def stacks_of(body):
+    return [st.get("locationIndices", []) for st in
+            to_json_shape("Request", body).get("dictionary", {}).get("stackTable", [])]
+
+
+class PassThroughTest(unittest.TestCase):
+    def forward(self, peer, bodies, kind="otlphttp", receiver_extra="", extra=""):
+        """Posts each (body, gzipped) to a fresh A that forwards to peer; returns the answers
+        and the requests the peer received."""
+        yaml = PASS_CONFIG.replace("{grpc}", str(free_port())) % (
+            receiver_extra, exporter(kind, peer.endpoint if kind == "otlp" else peer.url, extra),
+            kind)
+        a = Collector(yaml)
+        answers = []
+        try:
+            a.wait_ready()
+            for body, gzipped in bodies:
+                headers = {"Content-Type": PROTO, "X-Scope-OrgID": "team-p"}
+                if gzipped:
+                    headers["Content-Encoding"] = "gzip"
+                status, _, text = http("POST", a.base + "/v1development/profiles", body, headers)
+                self.assertEqual(status, 200, text)
+                answers.append(text)
+            reqs = peer.wait_requests(len(bodies))
+        finally:
+            stop_checked(self, a)
+        return answers, reqs
+
+    def test_untouched_request_goes_out_byte_for_byte(self):
+        raw = convert("go-1s-mutex", "otlp") + UNKNOWN_FIELD
+        client_gz = gzip.compress(raw, compresslevel=9, mtime=0)  # not what flamecol's level 1 makes
+        with HttpPeer() as peer:
+            _, reqs = self.forward(peer, [(client_gz, True), (raw, False)])
+        self.assertEqual(reqs[0].header("content-encoding"), "gzip")
+        self.assertEqual(reqs[0].body, client_gz)  # the client's own gzip stream
+        self.assertEqual(reqs[1].header("content-encoding"), "gzip")
+        self.assertNotEqual(reqs[1].body, client_gz)
+        self.assertEqual(reqs[1].decoded(), raw)  # compressed here, the same bytes inside
+        self.assertEqual(reqs[0].header("x-scope-orgid"), "team-p")
+
+    def test_untouched_request_over_grpc(self):
+        raw = convert("go-1s-mutex", "otlp") + UNKNOWN_FIELD
+        with GrpcPeer() as peer:
+            _, reqs = self.forward(peer, [(gzip.compress(raw, mtime=0), True)], "otlp",
+                                   extra="    tls:\n      insecure: true\n")
+        self.assertEqual(reqs[0].body, raw)
+
+    def test_trailing_bytes_after_gzip_are_not_forwarded(self):
+        raw = convert("go-1s-mutex", "otlp")
+        with HttpPeer() as peer:
+            _, reqs = self.forward(peer, [(gzip.compress(raw, mtime=0) + b"\0\0junk", True)])
+        self.assertEqual(reqs[0].decoded(), raw)
+        self.assertFalse(reqs[0].body.endswith(b"junk"))
+
+    def test_cut_stacks_are_encoded_again(self):
+        raw = convert("go-1s-mutex", "otlp") + UNKNOWN_FIELD
+        self.assertTrue(any(len(st) > 1 for st in stacks_of(raw)))
+        with HttpPeer() as peer:
+            _, reqs = self.forward(peer, [(gzip.compress(raw, mtime=0), True)],
+                                   receiver_extra="    max_stack_depth: 1\n")
+        got = reqs[0].decoded()
+        self.assertFalse(got.endswith(UNKNOWN_FIELD))
+        self.assertTrue(stacks_of(got))
+        self.assertTrue(all(len(st) <= 1 for st in stacks_of(got)), stacks_of(got))
+
+    def test_partly_rejected_request_is_encoded_again(self):
+        raw = convert("go-1s-mutex", "otlp") + bad_resource_profiles()
+        with HttpPeer() as peer:
+            answers, reqs = self.forward(peer, [(gzip.compress(raw, mtime=0), True)])
+        self.assertIn(b"9999", answers[0])  # partial success names the bad profile
+        sent = to_json_shape("Request", reqs[0].decoded())
+        self.assertEqual(len(sent["resourceProfiles"]), 1)
+        for rp in sent["resourceProfiles"]:
+            for sp in rp.get("scopeProfiles", []):
+                for prof in sp.get("profiles", []):
+                    for smp in prof.get("samples", []):
+                        self.assertNotEqual(smp.get("stackIndex"), 9999)
 
 
 # ---- scripted peers --------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-/* Folded text, multipart, JSON, and Pyroscope's name/time/profile-type rules. */
+/* Folded text, multipart, JSON, gzip, and Pyroscope's name/time/profile-type rules. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -7,9 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
+#include <zlib.h>
 
 #include "core/batch.h"
 #include "formats/folded.h"
+#include "formats/gzip.h"
 #include "formats/json.h"
 #include "formats/multipart.h"
 #include "formats/pprof.h"
@@ -247,6 +249,111 @@ static void test_profile_names_as_pyroscope(void **state)
     profile_name_of("node-1s-wall.pb.gz", "wall", "wall:wall:nanoseconds:wall:nanoseconds");
 }
 
+/* A gzip member made by zlib (the reference), appended to out. */
+static void zlib_gzip(const uint8_t *in, size_t len, struct fc_buf *out)
+{
+    z_stream z;
+    uLong bound;
+
+    memset(&z, 0, sizeof(z));
+    assert_int_equal(deflateInit2(&z, 6, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY), Z_OK);
+    bound = deflateBound(&z, (uLong)len);
+    assert_int_equal(fc_buf_reserve(out, bound), FC_OK);
+    z.next_in = (Bytef *)(uintptr_t)in;
+    z.avail_in = (uInt)len;
+    z.next_out = out->data + out->len;
+    z.avail_out = (uInt)bound;
+    assert_int_equal(deflate(&z, Z_FINISH), Z_STREAM_END);
+    out->len += bound - z.avail_out;
+    deflateEnd(&z);
+}
+
+static int gunzip(const struct fc_buf *gz, size_t limit, struct fc_buf *out, size_t *trailing)
+{
+    struct fc_error err = {0};
+
+    fc_buf_reset(out);
+    return fc_gunzip_ex(gz->data, gz->len, limit, out, trailing, &err);
+}
+
+static void test_gunzip(void **state)
+{
+    enum { N = 300000 };
+    uint8_t *text = malloc(N);
+    uint32_t x = 12345;
+    struct fc_buf gz, out;
+    size_t trailing = 99;
+
+    (void)state;
+    for (size_t i = 0; i < N; i++) {
+        x = x * 1103515245u + 12345u;
+        text[i] = (uint8_t)("abcdefgh"[(x >> 16) % 8]);
+    }
+    fc_buf_init(&gz, 0);
+    fc_buf_init(&out, 0);
+    /* One member, with the exact limit and one byte under it. */
+    zlib_gzip(text, N, &gz);
+    assert_int_equal(gunzip(&gz, N, &out, &trailing), FC_OK);
+    assert_int_equal(out.len, N);
+    assert_memory_equal(out.data, text, N);
+    assert_int_equal(trailing, 0);
+    assert_int_equal(gunzip(&gz, N - 1, &out, NULL), FC_ETOOBIG);
+    /* A large member then a tiny one: the last ISIZE under-guesses the first. */
+    zlib_gzip(text, 7, &gz);
+    assert_int_equal(gunzip(&gz, 0, &out, &trailing), FC_OK);
+    assert_int_equal(out.len, N + 7);
+    assert_memory_equal(out.data + N, text, 7);
+    assert_int_equal(trailing, 0);
+    /* The limit holds for the members together, not each alone. */
+    assert_int_equal(gunzip(&gz, N + 6, &out, NULL), FC_ETOOBIG);
+    assert_int_equal(gunzip(&gz, N + 7, &out, NULL), FC_OK);
+    /* Bytes after the last member are reported, not read. */
+    assert_int_equal(fc_buf_append(&gz, "xyz", 3), FC_OK);
+    assert_int_equal(gunzip(&gz, 0, &out, &trailing), FC_OK);
+    assert_int_equal(out.len, N + 7);
+    assert_int_equal(trailing, 3);
+    gz.len -= 3;
+    /* Cut anywhere: refused. */
+    for (size_t cut = 1; cut < 40; cut += 3) {
+        struct fc_buf c = gz;
+        c.len = gz.len - cut;
+        assert_int_equal(gunzip(&c, 0, &out, NULL), FC_EPROTO);
+    }
+    /*
+     * An ISIZE that lies (1 GiB) is caught, and the buffer it sizes stays
+     * within what deflate can make of the input (about 1032:1).
+     */
+    fc_buf_reset(&gz);
+    zlib_gzip(text, 1000, &gz);
+    gz.data[gz.len - 1] = 0x40;
+    fc_buf_release(&out);
+    assert_int_equal(gunzip(&gz, 0, &out, NULL), FC_EPROTO);
+    assert_true(out.cap <= 2 * (1032 * gz.len + 1));
+    /* A bomb: 64 MiB of zeros in about 64 KB stops at the limit. */
+    {
+        uint8_t *zeros = calloc(1, 64u << 20);
+        fc_buf_reset(&gz);
+        zlib_gzip(zeros, 64u << 20, &gz);
+        free(zeros);
+        assert_true(gz.len < 256 * 1024);
+        fc_buf_release(&out);
+        assert_int_equal(gunzip(&gz, 1u << 20, &out, NULL), FC_ETOOBIG);
+        assert_true(out.cap <= 2u << 20);
+    }
+    /* Too short to be gzip, and not gzip at all. */
+    {
+        struct fc_buf c = gz;
+        c.len = 10;
+        assert_int_equal(gunzip(&c, 0, &out, NULL), FC_EPROTO);
+        memset(c.data, 'a', 40);
+        c.len = 40;
+        assert_int_equal(gunzip(&c, 0, &out, NULL), FC_EPROTO);
+    }
+    fc_buf_release(&gz);
+    fc_buf_release(&out);
+    free(text);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -254,6 +361,7 @@ int main(void)
         cmocka_unit_test(test_folded_errors_and_lines_mode),
         cmocka_unit_test(test_multipart_parses_sdk_shape),
         cmocka_unit_test(test_json),
+        cmocka_unit_test(test_gunzip),
         cmocka_unit_test(test_pyroscope_name),
         cmocka_unit_test(test_pyroscope_time),
         cmocka_unit_test(test_profile_names_as_pyroscope),
