@@ -1,9 +1,9 @@
 #include "formats/gzip.h"
 
 #include <libdeflate.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <zlib.h>
 
 /* A gzip member's smallest size: a 10-byte header, an empty block, an 8-byte trailer. */
 #define GZIP_MIN_MEMBER 18
@@ -98,34 +98,82 @@ int fc_gunzip(const uint8_t *in, size_t len, size_t limit, struct fc_buf *out, s
 }
 
 /*
+ * A libdeflate compressor holds its match finder's tables (hundreds of KB at
+ * level 1): making one per call cost more than compressing a request. Each
+ * thread keeps the last one it made, freed when the thread ends.
+ */
+struct cached_compressor {
+    struct libdeflate_compressor *c;
+    int level;
+};
+
+static pthread_key_t compressor_key;
+static pthread_once_t compressor_once = PTHREAD_ONCE_INIT;
+
+static void free_cached_compressor(void *p)
+{
+    struct cached_compressor *cc = p;
+
+    libdeflate_free_compressor(cc->c);
+    free(cc);
+}
+
+static void make_compressor_key(void)
+{
+    if (pthread_key_create(&compressor_key, free_cached_compressor) != 0) {
+        abort();
+    }
+}
+
+static struct libdeflate_compressor *thread_compressor(int level)
+{
+    struct cached_compressor *cc;
+
+    pthread_once(&compressor_once, make_compressor_key);
+    cc = pthread_getspecific(compressor_key);
+    if (cc != NULL && cc->level == level) {
+        return cc->c;
+    }
+    if (cc == NULL) {
+        cc = calloc(1, sizeof(*cc));
+        if (cc == NULL) {
+            return NULL;
+        }
+    } else {
+        libdeflate_free_compressor(cc->c);
+    }
+    cc->c = libdeflate_alloc_compressor(level);
+    cc->level = level;
+    if (cc->c == NULL || pthread_setspecific(compressor_key, cc) != 0) {
+        libdeflate_free_compressor(cc->c);
+        free(cc);
+        pthread_setspecific(compressor_key, NULL);
+        return NULL;
+    }
+    return cc->c;
+}
+
+/*
  * libdeflate, not zlib: on the small buffers we compress (a request, a
  * profile) it is several times faster, and it needs no stream state.
  */
 int fc_gzip(const uint8_t *in, size_t len, int level, struct fc_buf *out, struct fc_error *err)
 {
-    struct libdeflate_compressor *c = libdeflate_alloc_compressor(level);
-    uint8_t *tmp;
+    struct libdeflate_compressor *c = thread_compressor(level);
     size_t bound, n;
-    int rc;
 
     if (c == NULL) {
         return fc_errorf(err, FC_EIO, "gzip: cannot make a compressor of level %d", level);
     }
     bound = libdeflate_gzip_compress_bound(c, len);
-    tmp = malloc(bound);
-    if (tmp == NULL) {
-        libdeflate_free_compressor(c);
-        return fc_errorf(err, FC_EIO, "gzip: out of memory");
+    if (fc_buf_reserve(out, bound) != FC_OK) {
+        return fc_errorf(err, FC_ETOOBIG, "gzip: output exceeds the buffer limit");
     }
-    n = libdeflate_gzip_compress(c, in, len, tmp, bound);
-    libdeflate_free_compressor(c);
+    n = libdeflate_gzip_compress(c, in, len, out->data + out->len, bound);
     if (n == 0) {
-        rc = fc_errorf(err, FC_EIO, "gzip: compression failed");
-    } else if (fc_buf_append(out, tmp, n) != FC_OK) {
-        rc = fc_errorf(err, FC_ETOOBIG, "gzip: output exceeds the buffer limit");
-    } else {
-        rc = FC_OK;
+        return fc_errorf(err, FC_EIO, "gzip: compression failed");
     }
-    free(tmp);
-    return rc;
+    out->len += n;
+    out->data[out->len] = '\0';
+    return FC_OK;
 }
