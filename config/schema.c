@@ -38,6 +38,8 @@ static const char *type_name(const struct fc_field *f)
         return "map";
     case FC_FIELD_OBJECT_LIST:
         return "list of maps";
+    case FC_FIELD_NODE:
+        return "yaml";
     }
     return "?";
 }
@@ -261,6 +263,9 @@ static int bind_value(struct bind *b, const struct fc_field *f, const struct fc_
         }
         return rc;
     }
+    case FC_FIELD_NODE:
+        *(const struct fc_node **)slot = v;
+        return 0;
     default:
         if (v->kind == FC_NODE_NULL && f->type == FC_FIELD_STR) {
             *(const char **)slot = "";

@@ -12,6 +12,8 @@
  *   OBJECT -> the nested struct (sub fields); with FC_FIELD_PRESENCE its first
  *             member is `bool enabled`, true when the key is present
  *   OBJECT_LIST -> struct fc_obj_list of elem_size-byte structs (sub fields)
+ *   NODE -> const struct fc_node *: the value as written (NULL when absent), for
+ *           a component to read itself (relabel rules); default_value is only shown
  * Strings live in the config arena, which outlives every component.
  */
 #ifndef FC_CONFIG_SCHEMA_H
@@ -37,6 +39,7 @@ enum fc_field_type {
     FC_FIELD_STR_MAP,
     FC_FIELD_OBJECT,
     FC_FIELD_OBJECT_LIST,
+    FC_FIELD_NODE,
 };
 
 enum fc_field_flags {

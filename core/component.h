@@ -81,6 +81,12 @@ struct fc_processor_type {
      * (fc_batch.wire) for the otlp exporters to send as they came.
      */
     bool preserves_batch;
+    /*
+     * true when process() adds the samples it drops to self->dropped_samples
+     * itself (a processor that merges equal samples shrinks a batch without
+     * dropping anything); otherwise the service counts the rows that left.
+     */
+    bool counts_dropped;
 };
 
 struct fc_exporter_type {

@@ -254,8 +254,10 @@ static int run_pipeline(struct pipeline *p, struct fc_batch *batch, bool shared,
             fc_batch_unref(b);
             return rc;
         }
-        fc_metric_add(proc->dropped_samples,
-                      (int64_t)(before - (b != NULL ? fc_batch_sample_count(b) : 0)));
+        if (!proc->type->counts_dropped) {
+            fc_metric_add(proc->dropped_samples,
+                          (int64_t)(before - (b != NULL ? fc_batch_sample_count(b) : 0)));
+        }
     }
     if (b == NULL) {
         return FC_OK; /* dropped on purpose by a processor; counted there */
