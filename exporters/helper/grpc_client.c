@@ -24,6 +24,7 @@
 #include <string.h>
 
 #define MAX_ANSWER (4u << 20) /* OTLP's response size limit */
+#define STACK_MD 8            /* metadata entries of a call kept on the stack */
 
 struct fc_grpc_channel {
     grpc_channel *channel;
@@ -321,7 +322,8 @@ void fc_grpc_unary(struct fc_grpc_conn *c, const struct fc_grpc_request *rq,
     gpr_timespec deadline =
         gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
                      gpr_time_from_nanos(rq->timeout_ns > 0 ? rq->timeout_ns : 1, GPR_TIMESPAN));
-    grpc_metadata *md = fc_xcalloc(ch->n_md + 1, sizeof(*md));
+    grpc_metadata md_stack[STACK_MD];
+    grpc_metadata *md = ch->n_md + 1 <= STACK_MD ? md_stack : fc_xcalloc(ch->n_md + 1, sizeof(*md));
     size_t n_md = ch->n_md;
     grpc_metadata_array initial, trailing;
     grpc_byte_buffer *request, *response = NULL;
@@ -332,7 +334,6 @@ void fc_grpc_unary(struct fc_grpc_conn *c, const struct fc_grpc_request *rq,
     grpc_op ops[6];
     grpc_call_error e;
     grpc_event ev;
-    char *message;
 
     if (answer != NULL) {
         fc_buf_reset(answer);
@@ -340,6 +341,7 @@ void fc_grpc_unary(struct fc_grpc_conn *c, const struct fc_grpc_request *rq,
     if (ch->n_md > 0) {
         memcpy(md, ch->md, ch->n_md * sizeof(*md));
     }
+    memset(&md[ch->n_md], 0, sizeof(*md)); /* the tenant's slot */
     if (set(rq->tenant) && !ch->md_has_tenant) {
         md[n_md].key = grpc_slice_from_static_string("x-scope-orgid");
         /* Copied: gRPC may hold slices past the call's end (a cancelled write). */
@@ -384,8 +386,10 @@ void fc_grpc_unary(struct fc_grpc_conn *c, const struct fc_grpc_request *rq,
         /* The deadline ends the call: the batch always completes. */
         ev = grpc_completion_queue_pluck(c->cq, c, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
         (void)ev;
-        message = grpc_slice_to_c_string(details);
-        {
+        if (status == GRPC_STATUS_OK) {
+            fc_grpc_result(0, NULL, NULL, 0, res);
+        } else {
+            char *message = grpc_slice_to_c_string(details);
             const uint8_t *det = NULL;
             size_t det_len = 0;
             for (size_t i = 0; i < trailing.count; i++) {
@@ -395,8 +399,8 @@ void fc_grpc_unary(struct fc_grpc_conn *c, const struct fc_grpc_request *rq,
                 }
             }
             fc_grpc_result((int)status, message[0] ? message : error_string, det, det_len, res);
+            gpr_free(message);
         }
-        gpr_free(message);
         if (status == GRPC_STATUS_DEADLINE_EXCEEDED &&
             gpr_time_cmp(gpr_now(GPR_CLOCK_MONOTONIC), deadline) >= 0) {
             snprintf(res->error_type, sizeof(res->error_type), "timeout");
@@ -417,5 +421,7 @@ void fc_grpc_unary(struct fc_grpc_conn *c, const struct fc_grpc_request *rq,
     if (n_md > ch->n_md) {
         grpc_slice_unref(md[ch->n_md].value); /* the tenant's copy */
     }
-    free(md);
+    if (md != md_stack) {
+        free(md);
+    }
 }

@@ -8,8 +8,8 @@
  * their room: queue_size bounds everything the exporter holds. The
  * flamecol_exporter_queue_size gauge shows the same number, in sizer units.
  *
- * Locks: s->mu guards the ring, `used`, the deadlines and the failure
- * counters' cache. It is never held across a send, a wait for a retry or
+ * Locks: s->mu guards the ring, `used`, the deadlines, the stack of idle
+ * consumers and the failure counters' cache. It is never held across a send, a wait for a retry or
  * disk I/O. Order: s->mu, then the persistent queue's own locks.
  */
 #include "exporters/helper/sender.h"
@@ -23,6 +23,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -178,6 +179,18 @@ void fc_send_item_free(struct fc_send_item *item)
 
 /* ---- the sender ------------------------------------------------------------------------- */
 
+/*
+ * A consumer thread. When idle it waits on its own semaphore, on the
+ * s->sleepers stack: a submit wakes one consumer per item (the one idle
+ * most recently, whose caches are warm), not every idle one, and posts
+ * after releasing s->mu so that the consumer does not wake into a held lock.
+ */
+struct consumer {
+    struct fc_sender *s;
+    sem_t wake;
+    struct consumer *next; /* on s->sleepers */
+};
+
 struct failed_counter {
     char error_type[48];
     _Atomic int64_t *samples;
@@ -195,9 +208,10 @@ struct fc_sender {
     int64_t capacity; /* queue_size, in sizer units */
 
     pthread_mutex_t mu;
-    pthread_cond_t work;  /* consumers: an item, or shutdown */
-    pthread_cond_t space; /* blocked submitters: room, or the deadline moved */
-    pthread_cond_t wake;  /* retry waits: shutdown began */
+    struct consumer *sleepers; /* idle consumers, the most recent first: an item, or shutdown */
+    pthread_cond_t space;      /* blocked submitters: room, or the deadline moved */
+    size_t space_waiters;
+    pthread_cond_t wake; /* retry waits: shutdown began */
     /* The memory queue: a ring of items, oldest at head. Owns the items. */
     struct fc_send_item **ring;
     size_t head, count, ring_cap;
@@ -209,6 +223,7 @@ struct fc_sender {
     struct fc_persist *persist; /* storage set: the queue is on disk */
 
     pthread_t *threads;
+    struct consumer *consumers; /* one per thread */
     size_t n_threads;
     /* Connections of callers' threads when the queue is off: a free list. */
     void **idle_conns;
@@ -244,6 +259,44 @@ static void cond_wait_until(pthread_cond_t *c, pthread_mutex_t *mu, int64_t unti
     ts.tv_sec = (time_t)(until_ns / FC_NS_PER_SEC);
     ts.tv_nsec = (long)(until_ns % FC_NS_PER_SEC);
     pthread_cond_timedwait(c, mu, &ts);
+}
+
+/*
+ * s->mu held: this consumer waits until a submit or the shutdown wakes it.
+ * s->mu is released while it sleeps and held again on return.
+ */
+static void consumer_sleep(struct fc_sender *s, struct consumer *me)
+{
+    me->next = s->sleepers;
+    s->sleepers = me;
+    pthread_mutex_unlock(&s->mu);
+    while (sem_wait(&me->wake) != 0 && errno == EINTR) {
+    }
+    pthread_mutex_lock(&s->mu);
+}
+
+/*
+ * s->mu held: takes up to n idle consumers off s->sleepers into *woken (a
+ * list); wake_posted() posts them once s->mu is released.
+ */
+static void wake_take(struct fc_sender *s, size_t n, struct consumer **woken)
+{
+    while (n-- > 0 && s->sleepers != NULL) {
+        struct consumer *c = s->sleepers;
+        s->sleepers = c->next;
+        c->next = *woken;
+        *woken = c;
+    }
+}
+
+/* s->mu not held. The consumers live as long as the sender: posting after the unlock is safe. */
+static void wake_posted(struct consumer *woken)
+{
+    while (woken != NULL) {
+        struct consumer *next = woken->next;
+        sem_post(&woken->wake);
+        woken = next;
+    }
 }
 
 static int64_t units_of(const struct fc_sender *s, const struct fc_send_item *it)
@@ -294,7 +347,6 @@ int fc_sender_create(const struct fc_sender_config *cfg, struct fc_exporter *e,
     s->stop_deadline = NO_DEADLINE;
     s->drain_deadline = NO_DEADLINE;
     pthread_mutex_init(&s->mu, NULL);
-    cond_init_mono(&s->work);
     cond_init_mono(&s->space);
     cond_init_mono(&s->wake);
 
@@ -516,12 +568,20 @@ static enum end send_item(struct fc_sender *s, void *conn, const struct fc_send_
 
 /* ---- consumers -------------------------------------------------------------------------- */
 
+/* s->mu held. */
+static void release_units_locked(struct fc_sender *s, int64_t units)
+{
+    s->used -= units;
+    fc_metric_set(s->queue_size, s->used);
+    if (s->space_waiters > 0) {
+        pthread_cond_broadcast(&s->space);
+    }
+}
+
 static void release_units(struct fc_sender *s, int64_t units)
 {
     pthread_mutex_lock(&s->mu);
-    s->used -= units;
-    fc_metric_set(s->queue_size, s->used);
-    pthread_cond_broadcast(&s->space);
+    release_units_locked(s, units);
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -531,7 +591,7 @@ static bool must_stop(struct fc_sender *s)
     return s->draining && fc_now_mono_ns() >= s->drain_deadline;
 }
 
-static void consume_memory(struct fc_sender *s, void *conn)
+static void consume_memory(struct fc_sender *s, struct consumer *me, void *conn)
 {
     struct fc_send_result res;
 
@@ -548,7 +608,7 @@ static void consume_memory(struct fc_sender *s, void *conn)
             if (s->draining) {
                 break;
             }
-            cond_wait_until(&s->work, &s->mu, NO_DEADLINE);
+            consumer_sleep(s, me);
             continue;
         }
         /* FIFO: the oldest item first. */
@@ -566,8 +626,8 @@ static void consume_memory(struct fc_sender *s, void *conn)
                            (unsigned long long)it->samples);
         }
         fc_send_item_free(it);
-        release_units(s, units);
         pthread_mutex_lock(&s->mu);
+        release_units_locked(s, units); /* one lock for the release and the next item */
         if (end == END_ABANDONED) {
             /*
              * The peer is failing and the deadline is too close for another
@@ -581,7 +641,7 @@ static void consume_memory(struct fc_sender *s, void *conn)
     pthread_mutex_unlock(&s->mu);
 }
 
-static void consume_disk(struct fc_sender *s, void *conn)
+static void consume_disk(struct fc_sender *s, struct consumer *me, void *conn)
 {
     struct fc_send_result res;
     struct fc_error err = {0};
@@ -599,7 +659,7 @@ static void consume_disk(struct fc_sender *s, void *conn)
             if (s->draining) {
                 break;
             }
-            cond_wait_until(&s->work, &s->mu, NO_DEADLINE);
+            consumer_sleep(s, me);
             continue;
         }
         pthread_mutex_unlock(&s->mu);
@@ -630,13 +690,14 @@ static void consume_disk(struct fc_sender *s, void *conn)
 
 static void *consumer_main(void *arg)
 {
-    struct fc_sender *s = arg;
+    struct consumer *me = arg;
+    struct fc_sender *s = me->s;
     void *conn = s->ops->conn_new != NULL ? s->ops->conn_new(s->ctx) : NULL;
 
     if (s->persist != NULL) {
-        consume_disk(s, conn);
+        consume_disk(s, me, conn);
     } else {
-        consume_memory(s, conn);
+        consume_memory(s, me, conn);
     }
     if (conn != NULL && s->ops->conn_free != NULL) {
         s->ops->conn_free(s->ctx, conn);
@@ -679,8 +740,13 @@ int fc_sender_start(struct fc_sender *s, struct fc_error *err)
         s->ring = fc_xcalloc(s->ring_cap, sizeof(*s->ring));
     }
     s->threads = fc_xcalloc((size_t)q->num_consumers, sizeof(*s->threads));
+    s->consumers = fc_xcalloc((size_t)q->num_consumers, sizeof(*s->consumers));
     for (int64_t i = 0; i < q->num_consumers; i++) {
-        int e = pthread_create(&s->threads[i], NULL, consumer_main, s);
+        s->consumers[i].s = s;
+        sem_init(&s->consumers[i].wake, 0, 0);
+    }
+    for (int64_t i = 0; i < q->num_consumers; i++) {
+        int e = pthread_create(&s->threads[i], NULL, consumer_main, &s->consumers[i]);
         if (e != 0) {
             fc_sender_shutdown(s, fc_now_mono_ns());
             return fc_errorf(err, FC_EIO, "%s: cannot start a consumer thread: %s", s->component,
@@ -849,17 +915,21 @@ int fc_sender_submit(struct fc_sender *s, struct fc_send_item **items, size_t n,
                           "sending queue is full (%lld of %lld %s)", (long long)used,
                           (long long)s->capacity, sizer_name(s));
         }
+        s->space_waiters++;
         cond_wait_until(&s->space, &s->mu, s->stop_deadline);
+        s->space_waiters--;
     }
     s->used += units; /* reserved: all or none */
     fc_metric_set(s->queue_size, s->used);
     if (s->persist == NULL) {
+        struct consumer *woken = NULL;
         for (size_t i = 0; i < n; i++) {
             ring_push(s, items[i]);
             items[i] = NULL;
         }
-        pthread_cond_broadcast(&s->work);
+        wake_take(s, n, &woken); /* one consumer per item; busy ones look at the ring next */
         pthread_mutex_unlock(&s->mu);
+        wake_posted(woken);
         return FC_OK;
     }
     pthread_mutex_unlock(&s->mu);
@@ -877,9 +947,13 @@ int fc_sender_submit(struct fc_sender *s, struct fc_send_item **items, size_t n,
                       "persistent queue: %s", err->msg);
     }
     free_items(items, n);
-    pthread_mutex_lock(&s->mu);
-    pthread_cond_broadcast(&s->work);
-    pthread_mutex_unlock(&s->mu);
+    {
+        struct consumer *woken = NULL;
+        pthread_mutex_lock(&s->mu);
+        wake_take(s, n, &woken);
+        pthread_mutex_unlock(&s->mu);
+        wake_posted(woken);
+    }
     return FC_OK;
 }
 
@@ -899,6 +973,7 @@ void fc_sender_stopping(struct fc_sender *s, int64_t deadline_ns)
 
 void fc_sender_shutdown(struct fc_sender *s, int64_t deadline_ns)
 {
+    struct consumer *woken = NULL;
     size_t left = 0;
     int64_t samples = 0;
 
@@ -912,10 +987,11 @@ void fc_sender_shutdown(struct fc_sender *s, int64_t deadline_ns)
     if (deadline_ns < s->stop_deadline) {
         s->stop_deadline = deadline_ns;
     }
-    pthread_cond_broadcast(&s->work);
+    wake_take(s, SIZE_MAX, &woken);
     pthread_cond_broadcast(&s->space);
     pthread_cond_broadcast(&s->wake);
     pthread_mutex_unlock(&s->mu);
+    wake_posted(woken);
 
     /* Consumers leave when the queue is empty or at the deadline. Attempts begun after the
      * shutdown get a timeout that ends at the deadline; one begun before keeps its own
@@ -974,10 +1050,14 @@ void fc_sender_free(struct fc_sender *s)
     }
     free(s->idle_conns);
     free(s->threads);
+    for (size_t i = 0; s->consumers != NULL && i < (size_t)s->cfg.sending_queue.num_consumers;
+         i++) {
+        sem_destroy(&s->consumers[i].wake);
+    }
+    free(s->consumers);
     if (s->persist != NULL) {
         fc_persist_close(s->persist);
     }
-    pthread_cond_destroy(&s->work);
     pthread_cond_destroy(&s->space);
     pthread_cond_destroy(&s->wake);
     pthread_mutex_destroy(&s->mu);
