@@ -3,6 +3,7 @@ python3-grpcio): every corpus profile, gzip, errors, partial success,
 tenants, and clients that misbehave."""
 import socket
 import threading
+import time
 import unittest
 
 import grpc
@@ -147,6 +148,25 @@ class OtlpGrpcTest(unittest.TestCase):
             t.join()
         self.assertEqual(errors, [])
         self.assertEqual(self.export(convert("go-1s-mutex"), timeout=5), b"")
+
+
+class StopTest(unittest.TestCase):
+    def test_sigterm_does_not_wait_for_idle_clients(self):
+        """An idle client connection must not hold the shutdown: gRPC waits for clients to
+        hang up (5 s with grpc-python) unless the receiver disconnects them once its own
+        calls are answered. The bound is far above the expected ~0.1 s and below 5 s."""
+        grpc_port = free_port()
+        c = Collector(PIPELINE.replace("{grpc}", str(grpc_port)))
+        c.wait_ready()
+        channel = grpc.insecure_channel("127.0.0.1:%d" % grpc_port)
+        try:
+            self.assertEqual(channel.unary_unary(METHOD)(convert("go-1s-mutex"), timeout=5), b"")
+            t0 = time.monotonic()
+            self.assertEqual(c.stop(), 0, c.log())
+            self.assertLess(time.monotonic() - t0, 4.0, c.log())
+            self.assertTrue(debug_profiles(c.debug_output()))  # the answered call was run
+        finally:
+            channel.close()
 
 
 if __name__ == "__main__":
