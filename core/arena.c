@@ -2,6 +2,7 @@
 
 #include "core/mem.h"
 
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,14 @@ struct fc_arena_cleanup {
     void (*fn)(void *);
     void *data;
 };
+
+/* Bytes of every live arena's chunks: one atomic add per chunk, one subtract per arena. */
+static _Atomic int64_t live_bytes;
+
+int64_t fc_arena_live_bytes(void)
+{
+    return atomic_load_explicit(&live_bytes, memory_order_relaxed);
+}
 
 static size_t align_up(size_t n)
 {
@@ -50,6 +59,9 @@ void fc_arena_free(struct fc_arena *a)
         struct fc_arena_chunk *next = c->next;
         free(c);
         c = next;
+    }
+    if (a->used > 0) {
+        atomic_fetch_sub_explicit(&live_bytes, (int64_t)a->used, memory_order_relaxed);
     }
     free(a);
 }
@@ -84,6 +96,7 @@ static struct fc_arena_chunk *new_chunk(struct fc_arena *a, size_t need)
     c->next = a->chunks;
     a->chunks = c;
     a->used += size;
+    atomic_fetch_add_explicit(&live_bytes, (int64_t)size, memory_order_relaxed);
     return c;
 }
 

@@ -10,6 +10,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 struct fc_arena_chunk;
 struct fc_arena_cleanup;
@@ -39,6 +40,13 @@ void *fc_arena_memdup(struct fc_arena *a, const void *p, size_t n);
 
 /* Runs fn(data) when the arena is freed (for foreign buffers it adopts). */
 void fc_arena_on_free(struct fc_arena *a, void (*fn)(void *), void *data);
+
+/*
+ * Bytes every live arena took from the system (chunk sizes), process-wide:
+ * what flamecol holds for requests in flight, queued batches and the like.
+ * One relaxed atomic add per chunk and one subtract per freed arena.
+ */
+int64_t fc_arena_live_bytes(void);
 
 static inline bool fc_arena_over_budget(const struct fc_arena *a)
 {

@@ -248,6 +248,22 @@ struct fc_batch *fc_batch_ref(struct fc_batch *b);
 void fc_batch_unref(struct fc_batch *b);
 /* A deep copy with its own arena, for a pipeline that must change a batch it shares. */
 int fc_batch_clone(const struct fc_batch *src, struct fc_batch **out, struct fc_error *err);
+/*
+ * Appends src's profiles to dst (same tenant, else FC_EINVAL): src's
+ * dictionary rows, origins and index spans are interned again into dst's, so
+ * dst keeps ONE string table, one function table, ... and equal rows of both
+ * are stored once. Samples, values and timestamps are copied as they are:
+ * totals are exact. Borrows src. Drops dst's wire (dst is no longer the
+ * request it came as). On failure (FC_ETOOBIG: dst's budget) dst has the
+ * profiles it had before; dictionary rows already added stay, unused.
+ */
+int fc_batch_merge(struct fc_batch *dst, const struct fc_batch *src, struct fc_error *err);
+/*
+ * The same for n of src's profiles: those whose indices are in which (NULL =
+ * the first n). Every row of src's dictionary is added to dst, used or not.
+ */
+int fc_batch_merge_profiles(struct fc_batch *dst, const struct fc_batch *src, const uint32_t *which,
+                            uint32_t n, struct fc_error *err);
 int fc_batch_set_tenant(struct fc_batch *b, const char *tenant);
 /*
  * Copies the request bytes into the arena as b->wire (gzip may be NULL).

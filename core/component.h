@@ -140,6 +140,9 @@ struct fc_processor {
     void *config;
     void *ctx;
     _Atomic int64_t *dropped_samples;
+    /* Where it sits, for fc_processor_next(); set by the service. */
+    void *pipe;
+    size_t index;
 };
 
 struct fc_exporter {
@@ -157,6 +160,16 @@ struct fc_exporter {
  * the receiver's accepted/refused counters.
  */
 int fc_receiver_consume(struct fc_receiver *r, struct fc_batch *batch, struct fc_error *err);
+
+/*
+ * Runs the rest of self's pipeline on batch: the processors after self, then
+ * the exporters, exactly as the service would have after self's process().
+ * Takes the caller's reference to batch (which must be the caller's own: the
+ * processors after self may change it). Returns the worst exporter answer, as
+ * the receiver would have had it. For a processor that sends batches of its
+ * own (batch) and then sets *batchp to NULL: it also sets counts_dropped.
+ */
+int fc_processor_next(struct fc_processor *self, struct fc_batch *batch, struct fc_error *err);
 
 const char *fc_stability_name(enum fc_stability s);
 

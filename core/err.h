@@ -45,6 +45,20 @@ const char *fc_strerror(int code);
  * client should come back, after Retry-After); everything else is permanent.
  */
 int fc_err_retryable(int code);
+
+/* The outcome to report for two: permanent errors outrank retryable ones (a client must not
+ * retry bad data), any error outranks FC_OK. */
+static inline int fc_err_worse(int a, int b)
+{
+    if (a == FC_OK) {
+        return b;
+    }
+    if (b == FC_OK) {
+        return a;
+    }
+    return fc_err_retryable(a) ? b : a;
+}
+
 int fc_err_http_status(int code); /* EPROTO->400, ETOOBIG->413, EAGAIN->429, EUNAVAIL->503 */
 int fc_err_grpc_status(int code); /* EPROTO->INVALID_ARGUMENT(3), EAGAIN->RESOURCE_EXHAUSTED(8) */
 

@@ -13,6 +13,8 @@ extern const struct fc_exporter_type fc_otlphttp_exporter;
 extern const struct fc_exporter_type fc_pyroscope_exporter;
 extern const struct fc_processor_type fc_relabel_processor;
 extern const struct fc_processor_type fc_limits_processor;
+extern const struct fc_processor_type fc_memory_limiter_processor;
+extern const struct fc_processor_type fc_batch_processor;
 
 static const struct fc_registry_entry types[] = {
     {FC_KIND_RECEIVER, &fc_otlp_receiver.info},
@@ -26,6 +28,8 @@ static const struct fc_registry_entry types[] = {
     {FC_KIND_EXPORTER, &fc_pyroscope_exporter.info},
     {FC_KIND_PROCESSOR, &fc_relabel_processor.info},
     {FC_KIND_PROCESSOR, &fc_limits_processor.info},
+    {FC_KIND_PROCESSOR, &fc_memory_limiter_processor.info},
+    {FC_KIND_PROCESSOR, &fc_batch_processor.info},
 };
 
 const char *fc_kind_name(enum fc_kind kind)

@@ -215,38 +215,16 @@ static void processor_metrics(struct fc_processor *p)
 
 /* ---- the data path ------------------------------------------------------------------------ */
 
-/* Permanent errors outrank retryable ones: a client must not retry bad data. */
-static int worse(int a, int b)
+/* Runs p's processors from index `from`, then its exporters, on b (takes its reference). */
+static int run_from(struct pipeline *p, size_t from, struct fc_batch *b, struct fc_error *err)
 {
-    if (a == FC_OK) {
-        return b;
-    }
-    if (b == FC_OK) {
-        return a;
-    }
-    return fc_err_retryable(a) ? b : a;
-}
-
-static int run_pipeline(struct pipeline *p, struct fc_batch *batch, bool shared,
-                        struct fc_error *err)
-{
-    struct fc_batch *b = NULL;
     int rc = FC_OK;
 
-    if (p->n_procs > 0 && shared) {
-        /* Another pipeline sees this batch too: processors get their own copy. */
-        rc = fc_batch_clone(batch, &b, err);
-        if (rc != FC_OK) {
-            return rc;
-        }
-    } else {
-        b = fc_batch_ref(batch);
-    }
-    for (size_t i = 0; i < p->n_procs && b != NULL; i++) {
+    for (size_t i = from; i < p->n_procs && b != NULL; i++) {
         struct fc_processor *proc = p->procs[i];
         uint64_t before = fc_batch_sample_count(b);
         if (!proc->type->preserves_batch) {
-            fc_batch_drop_wire(b); /* b is this chain's own (cloned above when shared) */
+            fc_batch_drop_wire(b); /* b is this chain's own (cloned when shared) */
         }
         rc = proc->type->process(proc, &b, err);
         if (rc != FC_OK) {
@@ -260,7 +238,7 @@ static int run_pipeline(struct pipeline *p, struct fc_batch *batch, bool shared,
         }
     }
     if (b == NULL) {
-        return FC_OK; /* dropped on purpose by a processor; counted there */
+        return FC_OK; /* dropped on purpose by a processor (counted there), or sent by it */
     }
     {
         int64_t samples = (int64_t)fc_batch_sample_count(b);
@@ -278,7 +256,7 @@ static int run_pipeline(struct pipeline *p, struct fc_batch *batch, bool shared,
                 fc_metric_add(e->metrics.failed_batches, 1);
             }
             if (erc != FC_OK) {
-                if (worse(rc, erc) != rc) {
+                if (fc_err_worse(rc, erc) != rc) {
                     rc = erc;
                     fc_errorf(err, erc, "%s: %s", e->id, one.msg);
                 }
@@ -287,6 +265,29 @@ static int run_pipeline(struct pipeline *p, struct fc_batch *batch, bool shared,
     }
     fc_batch_unref(b);
     return rc;
+}
+
+static int run_pipeline(struct pipeline *p, struct fc_batch *batch, bool shared,
+                        struct fc_error *err)
+{
+    struct fc_batch *b = NULL;
+    int rc;
+
+    if (p->n_procs > 0 && shared) {
+        /* Another pipeline sees this batch too: processors get their own copy. */
+        rc = fc_batch_clone(batch, &b, err);
+        if (rc != FC_OK) {
+            return rc;
+        }
+    } else {
+        b = fc_batch_ref(batch);
+    }
+    return run_from(p, 0, b, err);
+}
+
+int fc_processor_next(struct fc_processor *self, struct fc_batch *batch, struct fc_error *err)
+{
+    return run_from(self->pipe, self->index + 1, batch, err);
 }
 
 int fc_receiver_consume(struct fc_receiver *r, struct fc_batch *batch, struct fc_error *err)
@@ -298,7 +299,7 @@ int fc_receiver_consume(struct fc_receiver *r, struct fc_batch *batch, struct fc
     for (size_t i = 0; f != NULL && i < f->n; i++) {
         struct fc_error one = {0};
         int prc = run_pipeline(f->pipes[i], batch, f->n > 1, &one);
-        if (prc != FC_OK && worse(rc, prc) != rc) {
+        if (prc != FC_OK && fc_err_worse(rc, prc) != rc) {
             rc = prc;
             fc_errorf(err, prc, "%s", one.msg);
         }
@@ -566,7 +567,16 @@ static void pipeline_list(struct build *b, struct pipeline *p, const struct fc_n
             }
         } else if (kind == FC_KIND_PROCESSOR) {
             struct fc_processor *proc = new_processor(b, def, p->name);
+            if (proc != NULL && i > 0 && strcmp(proc->type->info.name, "memory_limiter") == 0) {
+                /* As the Collector advises: it can only refuse what earlier processors let by. */
+                fc_diag_warn(b->diag, item,
+                             "service.pipelines.%s.processors: %s should be the first processor "
+                             "of the pipeline",
+                             p->name, item->str);
+            }
             if (proc != NULL) {
+                proc->pipe = p;
+                proc->index = p->n_procs;
                 p->procs = fc_xrealloc(p->procs, (p->n_procs + 1) * sizeof(proc));
                 p->procs[p->n_procs++] = proc;
             }
