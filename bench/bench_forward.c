@@ -120,51 +120,6 @@ static void *client(void *arg)
 
 /* ---- the collectors and their /metrics ----------------------------------------------------- */
 
-/* The sum of every series of `name` whose label text contains `labels` (may be ""). */
-static double metric(int port, const char *name, const char *labels)
-{
-    static char buf[1 << 20];
-    const char *req = "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
-    int fd = bench_connect(port);
-    size_t got = 0, nl = strlen(name);
-    double sum = 0;
-
-    if (fd < 0) {
-        return -1;
-    }
-    if (write(fd, req, strlen(req)) != (ssize_t)strlen(req)) {
-        close(fd);
-        return -1;
-    }
-    for (;;) {
-        ssize_t r = read(fd, buf + got, sizeof(buf) - 1 - got);
-        if (r <= 0) {
-            break;
-        }
-        got += (size_t)r;
-    }
-    close(fd);
-    buf[got] = '\0';
-    for (char *line = buf; line != NULL && *line;) {
-        char *next = strchr(line, '\n');
-        if (next != NULL) {
-            *next++ = '\0';
-        }
-        if (strncmp(line, name, nl) == 0 && (line[nl] == '{' || line[nl] == ' ')) {
-            char *sp = strrchr(line, ' ');
-            char *brace = strchr(line, '}');
-            if (brace != NULL) {
-                *brace = '\0'; /* the labels end here; the value is after it */
-            }
-            if (sp != NULL && (labels[0] == '\0' || strstr(line, labels) != NULL)) {
-                sum += atof(sp + 1);
-            }
-        }
-        line = next;
-    }
-    return sum;
-}
-
 static struct collector start(const char *bin, const char *pipeline_exporters,
                               const char *exporters_yaml)
 {
@@ -179,8 +134,8 @@ static struct collector start(const char *bin, const char *pipeline_exporters,
              c.grpc_port, exporters_yaml, c.metrics_port, pipeline_exporters);
     c.pid = bench_start_collector(bin, yaml, c.grpc_port);
     /* The telemetry server may come up a moment after the gRPC port. */
-    for (int i = 0;
-         i < 500 && metric(c.metrics_port, "flamecol_receiver_accepted_requests_total", "") < 0;
+    for (int i = 0; i < 500 && bench_metric(c.metrics_port,
+                                            "flamecol_receiver_accepted_requests_total", "") < 0;
          i++) {
         fc_sleep_ns(10 * FC_NS_PER_MS);
     }
@@ -203,9 +158,10 @@ static struct collector start_forwarder(const char *bin, int sink_port, const ch
 static void wait_drained(const struct collector *c)
 {
     for (int i = 0; i < 6000; i++) {
-        double q = metric(c->metrics_port, "flamecol_exporter_queue_size", "exporter=\"otlp\"");
-        double f =
-            metric(c->metrics_port, "flamecol_exporter_in_flight_requests", "exporter=\"otlp\"");
+        double q =
+            bench_metric(c->metrics_port, "flamecol_exporter_queue_size", "exporter=\"otlp\"");
+        double f = bench_metric(c->metrics_port, "flamecol_exporter_in_flight_requests",
+                                "exporter=\"otlp\"");
         if (q == 0 && f == 0) {
             return;
         }
@@ -256,9 +212,10 @@ static void print_forward(const char *name, const struct phase_result *r, struct
                           double baseline)
 {
     double sent =
-        metric(c->metrics_port, "flamecol_exporter_sent_requests_total", "exporter=\"otlp\"");
-    double failed = metric(c->metrics_port, "flamecol_exporter_send_failed_profile_samples_total",
-                           "exporter=\"otlp\"");
+        bench_metric(c->metrics_port, "flamecol_exporter_sent_requests_total", "exporter=\"otlp\"");
+    double failed =
+        bench_metric(c->metrics_port, "flamecol_exporter_send_failed_profile_samples_total",
+                     "exporter=\"otlp\"");
     double sent0 = c->sent_before, failed0 = c->failed_before;
 
     c->sent_before = sent;
@@ -353,11 +310,11 @@ int main(int argc, char **argv)
             return 1;
         }
         pq = start_forwarder(argv[1], sink.grpc_port, "gzip", dir);
-        fs0 = metric(pq.metrics_port, "flamecol_exporter_persistent_queue_fsyncs_total",
-                     "exporter=\"otlp\"");
+        fs0 = bench_metric(pq.metrics_port, "flamecol_exporter_persistent_queue_fsyncs_total",
+                           "exporter=\"otlp\"");
         r = phase(&pq, 4, seconds, true);
-        fs1 = metric(pq.metrics_port, "flamecol_exporter_persistent_queue_fsyncs_total",
-                     "exporter=\"otlp\"");
+        fs1 = bench_metric(pq.metrics_port, "flamecol_exporter_persistent_queue_fsyncs_total",
+                           "exporter=\"otlp\"");
         print_forward("forward, persistent queue, gzip, 4", &r, &pq, baseline);
         printf("persistent queue: %.0f fsyncs/s (%.1f requests per fsync); peak RSS %.1f MB\n",
                (fs1 - fs0) / r.wall, fs1 > fs0 ? (double)r.requests / (fs1 - fs0) : 0,

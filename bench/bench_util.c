@@ -291,3 +291,48 @@ int bench_grpc_export(grpc_channel *ch, grpc_completion_queue *cq, const uint8_t
     grpc_call_unref(call);
     return (int)status;
 }
+
+/* The sum of every series of `name` whose label text contains `labels` (may be ""). */
+double bench_metric(int port, const char *name, const char *labels)
+{
+    static char buf[1 << 20];
+    const char *req = "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+    int fd = bench_connect(port);
+    size_t got = 0, nl = strlen(name);
+    double sum = 0;
+
+    if (fd < 0) {
+        return -1;
+    }
+    if (write(fd, req, strlen(req)) != (ssize_t)strlen(req)) {
+        close(fd);
+        return -1;
+    }
+    for (;;) {
+        ssize_t r = read(fd, buf + got, sizeof(buf) - 1 - got);
+        if (r <= 0) {
+            break;
+        }
+        got += (size_t)r;
+    }
+    close(fd);
+    buf[got] = '\0';
+    for (char *line = buf; line != NULL && *line;) {
+        char *next = strchr(line, '\n');
+        if (next != NULL) {
+            *next++ = '\0';
+        }
+        if (strncmp(line, name, nl) == 0 && (line[nl] == '{' || line[nl] == ' ')) {
+            char *sp = strrchr(line, ' ');
+            char *brace = strchr(line, '}');
+            if (brace != NULL) {
+                *brace = '\0'; /* the labels end here; the value is after it */
+            }
+            if (sp != NULL && (labels[0] == '\0' || strstr(line, labels) != NULL)) {
+                sum += atof(sp + 1);
+            }
+        }
+        line = next;
+    }
+    return sum;
+}

@@ -16,6 +16,9 @@ int bench_connect(int port); /* TCP_NODELAY, -1 on failure */
 pid_t bench_start_collector(const char *bin, const char *yaml, int port);
 void bench_stop_collector(pid_t pid);
 /* One keep-alive HTTP/1.1 POST; returns the status or -1. */
+/* From a collector's /metrics on port: the sum of every series of `name` whose label text
+ * contains `labels` (may be ""); -1 when it cannot be read. */
+double bench_metric(int port, const char *name, const char *labels);
 int bench_http_post(int fd, const char *path, const char *content_type, const uint8_t *body,
                     size_t len);
 /* Every *.pb.gz of dir, read whole; returns the count (at most max). */
