@@ -133,51 +133,6 @@ static void *client(void *arg)
 
 /* ---- the collectors and their /metrics ----------------------------------------------------- */
 
-/* The sum of every series of `name` whose label text contains `labels` (may be ""). */
-static double metric(int port, const char *name, const char *labels)
-{
-    static char buf[1 << 20];
-    const char *req = "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
-    int fd = bench_connect(port);
-    size_t got = 0, nl = strlen(name);
-    double sum = 0;
-
-    if (fd < 0) {
-        return -1;
-    }
-    if (write(fd, req, strlen(req)) != (ssize_t)strlen(req)) {
-        close(fd);
-        return -1;
-    }
-    for (;;) {
-        ssize_t r = read(fd, buf + got, sizeof(buf) - 1 - got);
-        if (r <= 0) {
-            break;
-        }
-        got += (size_t)r;
-    }
-    close(fd);
-    buf[got] = '\0';
-    for (char *line = buf; line != NULL && *line;) {
-        char *next = strchr(line, '\n');
-        if (next != NULL) {
-            *next++ = '\0';
-        }
-        if (strncmp(line, name, nl) == 0 && (line[nl] == '{' || line[nl] == ' ')) {
-            char *sp = strrchr(line, ' ');
-            char *brace = strchr(line, '}');
-            if (brace != NULL) {
-                *brace = '\0'; /* the labels end here; the value is after it */
-            }
-            if (sp != NULL && (labels[0] == '\0' || strstr(line, labels) != NULL)) {
-                sum += atof(sp + 1);
-            }
-        }
-        line = next;
-    }
-    return sum;
-}
-
 static void start(struct collector *c, const char *bin, const char *processor_yaml)
 {
     char yaml[4096];
@@ -195,8 +150,8 @@ static void start(struct collector *c, const char *bin, const char *processor_ya
              processor_yaml ? "processors: [relabel], " : "");
     c->pid = bench_start_collector(bin, yaml, c->port);
     /* The telemetry server may come up a moment after the receiver's port. */
-    for (int i = 0;
-         i < 500 && metric(c->metrics_port, "flamecol_receiver_accepted_requests_total", "") < 0;
+    for (int i = 0; i < 500 && bench_metric(c->metrics_port,
+                                            "flamecol_receiver_accepted_requests_total", "") < 0;
          i++) {
         fc_sleep_ns(10 * FC_NS_PER_MS);
     }
@@ -248,13 +203,13 @@ static void print_line(const struct collector *c, const struct collector *base)
         char name[128];
         double dropped, hits, misses, merged;
         snprintf(name, sizeof(name), "%sdropped_profiles_total", p);
-        dropped = metric(c->metrics_port, name, "reason=\"rule\"");
+        dropped = bench_metric(c->metrics_port, name, "reason=\"rule\"");
         snprintf(name, sizeof(name), "%scache_hits_total", p);
-        hits = metric(c->metrics_port, name, "");
+        hits = bench_metric(c->metrics_port, name, "");
         snprintf(name, sizeof(name), "%scache_misses_total", p);
-        misses = metric(c->metrics_port, name, "");
+        misses = bench_metric(c->metrics_port, name, "");
         snprintf(name, sizeof(name), "%smerged_samples_total", p);
-        merged = metric(c->metrics_port, name, "");
+        merged = bench_metric(c->metrics_port, name, "");
         printf(" | CPU per profile %.3fx the baseline (%+.1f %%) | dropped by rules %.1f %%, "
                "cache hits %.1f %%, merged samples %.0f | refused %lld\n",
                per_cpu(base) / per_cpu(c), (per_cpu(base) / per_cpu(c) - 1) * 100,
