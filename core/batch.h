@@ -25,6 +25,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 /* A list of u32 indices stored in the dictionary's index pool. */
 struct fc_span {
@@ -301,6 +302,13 @@ static inline const char *fc_str(const struct fc_batch *b, uint32_t i)
 static inline const uint32_t *fc_span_idx(const struct fc_batch *b, struct fc_span s)
 {
     return b->dict.idx + s.off;
+}
+
+/* Two index lists with the same indices in the same order. */
+static inline bool fc_span_eq(const struct fc_batch *b, struct fc_span x, struct fc_span y)
+{
+    return x.n == y.n && (x.n == 0 || memcmp(b->dict.idx + x.off, b->dict.idx + y.off,
+                                             x.n * sizeof(uint32_t)) == 0);
 }
 
 /* The first attribute of the list with that key, or NULL. */
