@@ -1,6 +1,7 @@
 #include "core/batch.h"
 
 #include "core/mem.h"
+#include "core/sat.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -760,7 +761,7 @@ int64_t fc_sample_value(const struct fc_profile *p, const struct fc_sample *s, u
         /* OTLP: one sample type, several values (one per timestamp): sum them. */
         int64_t sum = 0;
         for (uint32_t i = 0; i < s->n_values; i++) {
-            sum += p->nums[s->values_off + i];
+            sum = fc_sat_add(sum, p->nums[s->values_off + i]);
         }
         return sum;
     }
@@ -772,7 +773,7 @@ int64_t fc_profile_total(const struct fc_profile *p, uint32_t t)
     int64_t total = 0;
 
     for (uint32_t i = 0; i < p->n_samples; i++) {
-        total += fc_sample_value(p, &p->samples[i], t);
+        total = fc_sat_add(total, fc_sample_value(p, &p->samples[i], t));
     }
     return total;
 }

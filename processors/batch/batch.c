@@ -146,35 +146,68 @@ static char *profile_key(const struct batcher *B, const struct fc_batch *b,
     return key;
 }
 
-/* Groups the batch's profiles by key; returns the number of parts. */
-static size_t split(const struct batcher *B, const struct fc_batch *b, struct part **out)
+static void free_parts(struct part *parts, size_t n)
 {
-    struct part *parts = fc_xcalloc(b->n_profiles, sizeof(*parts));
-    size_t n = 0;
+    for (size_t i = 0; i < n; i++) {
+        free(parts[i].key);
+        free(parts[i].which);
+    }
+    free(parts);
+}
+
+/*
+ * Groups the batch's profiles by key; returns the number of parts, or
+ * SIZE_MAX (and no parts) when they are more than `limit`: no set of pending
+ * batches could ever take such a request. Memory grows with what is found,
+ * so a request of many profiles with distinct keys costs no more than `limit` parts.
+ */
+static size_t split(const struct batcher *B, const struct fc_batch *b, size_t limit,
+                    struct part **out)
+{
+    size_t cap = 4, n = 0;
+    struct part *parts = fc_xcalloc(cap, sizeof(*parts));
+    uint32_t *caps = fc_xcalloc(cap, sizeof(*caps)); /* room in each part's `which` */
 
     for (uint32_t i = 0; i < b->n_profiles; i++) {
-        size_t len;
+        size_t len, j;
         char *key = profile_key(B, b, &b->profiles[i], &len);
         uint64_t h = XXH3_64bits(key, len);
-        struct part *pt = NULL;
-        for (size_t j = 0; j < n && pt == NULL; j++) {
+        for (j = 0; j < n; j++) {
             if (parts[j].hash == h && parts[j].key_len == len &&
                 memcmp(parts[j].key, key, len) == 0) {
-                pt = &parts[j];
+                break;
             }
         }
-        if (pt == NULL) {
-            pt = &parts[n++];
-            pt->key = key;
-            pt->key_len = len;
-            pt->hash = h;
-            pt->which = fc_xcalloc(b->n_profiles, sizeof(uint32_t));
-        } else {
+        if (j < n) {
             free(key);
+        } else {
+            if (n == limit) {
+                free(key);
+                free(caps);
+                free_parts(parts, n);
+                *out = NULL;
+                return SIZE_MAX;
+            }
+            if (n == cap) {
+                parts = fc_xrealloc(parts, 2 * cap * sizeof(*parts));
+                caps = fc_xrealloc(caps, 2 * cap * sizeof(*caps));
+                memset(parts + cap, 0, cap * sizeof(*parts));
+                memset(caps + cap, 0, cap * sizeof(*caps));
+                cap *= 2;
+            }
+            parts[n].key = key;
+            parts[n].key_len = len;
+            parts[n].hash = h;
+            n++;
         }
-        pt->which[pt->n++] = i;
-        pt->samples += b->profiles[i].n_samples;
+        if (parts[j].n == caps[j]) {
+            caps[j] = caps[j] ? 2 * caps[j] : 4;
+            parts[j].which = fc_xrealloc(parts[j].which, caps[j] * sizeof(uint32_t));
+        }
+        parts[j].which[parts[j].n++] = i;
+        parts[j].samples += b->profiles[i].n_samples;
     }
+    free(caps);
     *out = parts;
     return n;
 }
@@ -331,7 +364,14 @@ static int batch_process(struct fc_processor *self, struct fc_batch **batchp, st
     if (b->n_profiles == 0) {
         return FC_OK; /* nothing to merge: on as it is */
     }
-    n_split = n_parts = split(B, b, &parts);
+    n_split = n_parts = split(B, b, (size_t)cfg->metadata_cardinality_limit, &parts);
+    if (n_split == SIZE_MAX) {
+        /* Permanent: the request alone has more keys than may ever be pending. */
+        return fc_errorf(err, FC_ETOOBIG,
+                         "tenant \"%s\": one request holds more batcher metadata-value "
+                         "combinations than metadata_cardinality_limit (%lld)",
+                         b->tenant, (long long)cfg->metadata_cardinality_limit);
+    }
     pthread_mutex_lock(&B->lock);
     for (size_t i = 0; i < n_parts; i++) {
         n_new += find_open(B, &parts[i]) == NULL;
@@ -384,11 +424,7 @@ static int batch_process(struct fc_processor *self, struct fc_batch **batchp, st
         }
     }
     pthread_mutex_unlock(&B->lock);
-    for (size_t i = 0; i < n_split; i++) {
-        free(parts[i].key);
-        free(parts[i].which);
-    }
-    free(parts);
+    free_parts(parts, n_split);
     /* Sent within the merged batches (or refused): never again on its own. */
     fc_batch_unref(b);
     *batchp = NULL;

@@ -47,6 +47,7 @@
  */
 #include "core/component.h"
 #include "core/mem.h"
+#include "core/sat.h"
 #include "core/metrics.h"
 #include "core/timeutil.h"
 
@@ -704,7 +705,7 @@ static int fold_samples(struct fc_batch *b, struct fc_profile *p, int64_t max, u
     uint32_t types = p->n_sample_types;
     struct weighed *w;
     bool *keep_row;
-    uint64_t *sums;
+    int64_t *sums;
     int64_t *vals;
     struct fc_sample other = {0};
     int rc;
@@ -736,11 +737,11 @@ static int fold_samples(struct fc_batch *b, struct fc_profile *p, int64_t max, u
             continue;
         }
         for (uint32_t t = 0; t < types; t++) {
-            sums[t] += (uint64_t)fc_sample_value(p, s, t);
+            sums[t] = fc_sat_add(sums[t], fc_sample_value(p, s, t));
         }
     }
     for (uint32_t t = 0; t < types; t++) {
-        vals[t] = (int64_t)sums[t];
+        vals[t] = sums[t];
     }
     p->n_samples = kept;
     rc = fc_profile_add_sample(b, p, &other, vals, types, NULL, 0);

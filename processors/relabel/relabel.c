@@ -31,6 +31,7 @@
  */
 #include "core/component.h"
 #include "core/mem.h"
+#include "core/sat.h"
 #include "core/metrics.h"
 #include "processors/relabel/rules.h"
 
@@ -654,9 +655,8 @@ static uint32_t merge_samples(struct worker *w, const struct fc_batch *b, struct
             if (o->stack == s->stack && o->link == s->link && o->n_values == s->n_values &&
                 span_equal(b, o->attrs, s->attrs)) {
                 for (uint32_t v = 0; v < s->n_values; v++) {
-                    uint64_t sum =
-                        (uint64_t)p->nums[o->values_off + v] + (uint64_t)p->nums[s->values_off + v];
-                    p->nums[o->values_off + v] = (int64_t)sum;
+                    p->nums[o->values_off + v] =
+                        fc_sat_add(p->nums[o->values_off + v], p->nums[s->values_off + v]);
                 }
                 break;
             }

@@ -11,7 +11,7 @@ import time
 import unittest
 import urllib.parse
 
-from harness import BIN, Collector, free_port, http, parse_top, read_corpus
+from harness import BIN, Collector, convert, free_port, http, parse_top, read_corpus
 
 CONFIG = """
 receivers:
@@ -243,6 +243,61 @@ service:
         rc, out = self.validate("")
         self.assertEqual(rc, 0, out)
 
+
+
+KEYS_CONFIG = """
+receivers:
+  otlp:
+    protocols:
+      http:
+        endpoint: 127.0.0.1:{port}
+processors:
+  batch:
+    timeout: 100ms
+    metadata_keys: [service_name]
+    metadata_cardinality_limit: 2
+exporters:
+  debug:
+    path: {debug}
+service:
+  pipelines:
+    profiles:
+      receivers: [otlp]
+      processors: [batch]
+      exporters: [debug]
+  telemetry:
+    metrics:
+      endpoint: 127.0.0.1:{metrics}
+"""
+
+
+class MetadataKeysTest(unittest.TestCase):
+    def request(self, services):
+        """One OTLP/JSON request whose resources differ only by service.name."""
+        base = json.loads(convert("go-1s-mutex", "otlp-json", "service_name=x"))
+        rp = base["resourceProfiles"][0]
+        base["resourceProfiles"] = []
+        for svc in services:
+            copy = json.loads(json.dumps(rp))
+            copy["resource"]["attributes"] = [{"key": "service.name", "value": {"stringValue": svc}}]
+            base["resourceProfiles"].append(copy)
+        return json.dumps(base).encode()
+
+    def test_a_request_with_more_keys_than_the_limit_is_refused_for_good(self):
+        c = Collector(KEYS_CONFIG)
+        try:
+            c.wait_ready()
+            url = c.base + "/v1development/profiles"
+            status, _, text = http("POST", url, self.request(["a", "b"]),
+                                   {"Content-Type": "application/json"})
+            self.assertEqual(status, 200, text)
+            # Three keys can never fit under a limit of two: permanent (413), not 429 for ever.
+            status, _, text = http("POST", url, self.request(["a", "b", "c"]),
+                                   {"Content-Type": "application/json"})
+            self.assertEqual(status, 413, text)
+            self.assertIn(b"metadata_cardinality_limit", text)
+        finally:
+            self.assertEqual(c.stop(), 0, c.log())
 
 if __name__ == "__main__":
     unittest.main()
