@@ -568,12 +568,6 @@ static uint64_t span_hash(const struct fc_batch *b, struct fc_span s)
     return XXH3_64bits(fc_span_idx(b, s), (size_t)s.n * sizeof(uint32_t));
 }
 
-static bool span_equal(const struct fc_batch *b, struct fc_span x, struct fc_span y)
-{
-    return x.n == y.n && (x.off == y.off || memcmp(fc_span_idx(b, x), fc_span_idx(b, y),
-                                                   (size_t)x.n * sizeof(uint32_t)) == 0);
-}
-
 /*
  * The sample rules on every sample of p. Equal attribute lists are worked out
  * once per call (memo, keyed by content). Returns the samples removed.
@@ -598,7 +592,7 @@ static int relabel_samples(struct relabel *r, struct worker *w, struct fc_batch 
         struct memo *m;
         size_t at = span_hash(b, s->attrs) & mask;
         while (w->memo[at].used &&
-               !span_equal(b, (struct fc_span){w->memo[at].off, w->memo[at].n}, s->attrs)) {
+               !fc_span_eq(b, (struct fc_span){w->memo[at].off, w->memo[at].n}, s->attrs)) {
             at = (at + 1) & mask;
         }
         m = &w->memo[at];
@@ -608,7 +602,7 @@ static int relabel_samples(struct relabel *r, struct worker *w, struct fc_batch 
                 return rc;
             }
             m->used = true;
-            m->changed = !span_equal(b, m->result, s->attrs);
+            m->changed = !fc_span_eq(b, m->result, s->attrs);
             m->off = s->attrs.off;
             m->n = s->attrs.n;
         }
@@ -653,7 +647,7 @@ static uint32_t merge_samples(struct worker *w, const struct fc_batch *b, struct
             }
             o = &p->samples[w->slots[at] - 1];
             if (o->stack == s->stack && o->link == s->link && o->n_values == s->n_values &&
-                span_equal(b, o->attrs, s->attrs)) {
+                fc_span_eq(b, o->attrs, s->attrs)) {
                 for (uint32_t v = 0; v < s->n_values; v++) {
                     p->nums[o->values_off + v] =
                         fc_sat_add(p->nums[o->values_off + v], p->nums[s->values_off + v]);

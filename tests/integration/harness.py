@@ -243,6 +243,53 @@ def pb_varint(data, i):
             return v, i
 
 
+def pb_varints(values):
+    """A repeated integer field as read field by field: packed (bytes) or not (ints)."""
+    out = []
+    for v in values:
+        if isinstance(v, bytes):
+            i = 0
+            while i < len(v):
+                x, i = pb_varint(v, i)
+                out.append(x)
+        else:
+            out.append(v)
+    return out
+
+
+# One processor between a pprof receiver and nop: for `flamecol validate` of its keys.
+PROCESSOR_ONLY = """receivers:
+  pprof:
+    endpoint: 127.0.0.1:0
+processors:
+  %s:
+%s
+exporters:
+  nop:
+service:
+  pipelines:
+    profiles:
+      receivers: [pprof]
+      processors: [%s]
+      exporters: [nop]
+"""
+
+
+def validate_processor(name, body):
+    """validate_config of PROCESSOR_ONLY with processor `name` configured by body (indented 4)."""
+    return validate_config(PROCESSOR_ONLY % (name, body, name), "bad.yaml")
+
+
+def validate_config(text, name="config.yaml"):
+    """`flamecol validate` on text written to a new temporary file: (exit code, stdout + stderr,
+    the file's path, which error messages name)."""
+    path = os.path.join(tempfile.mkdtemp(prefix="flamecol-validate-"), name)
+    with open(path, "w") as f:
+        f.write(text)
+    r = subprocess.run([BIN, "validate", "--config", path], capture_output=True, text=True)
+    return r.returncode, r.stdout + r.stderr, path
+
+
 # ---- protobuf, written by hand from the .proto field numbers (an encoder that is not flamecol's) --
 
 def pb_put_varint(n):

@@ -4,14 +4,11 @@ debug exporter. Expected totals are the corpus's pprof -top totals times the
 requests sent; exporter calls are counted from flamecol's own metrics."""
 import concurrent.futures
 import json
-import os
-import subprocess
-import tempfile
 import time
 import unittest
 import urllib.parse
 
-from harness import BIN, Collector, convert, free_port, http, parse_top, read_corpus
+from harness import Collector, convert, free_port, http, parse_top, read_corpus, validate_processor
 
 CONFIG = """
 receivers:
@@ -206,27 +203,8 @@ class BatchSizeTriggerTest(unittest.TestCase):
 
 class BatchConfigTest(unittest.TestCase):
     def validate(self, processor):
-        text = """receivers:
-  pprof:
-    endpoint: 127.0.0.1:0
-processors:
-  batch:
-%s
-exporters:
-  nop:
-service:
-  pipelines:
-    profiles:
-      receivers: [pprof]
-      processors: [batch]
-      exporters: [nop]
-""" % processor
-        d = tempfile.mkdtemp(prefix="flamecol-batch-")
-        path = os.path.join(d, "c.yaml")
-        with open(path, "w") as f:
-            f.write(text)
-        r = subprocess.run([BIN, "validate", "--config", path], capture_output=True, text=True)
-        return r.returncode, r.stdout + r.stderr
+        rc, out, _ = validate_processor("batch", processor)
+        return rc, out
 
     def test_errors(self):
         for config, words in [

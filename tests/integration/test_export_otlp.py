@@ -39,7 +39,7 @@ import grpc
 from fake_peers import (Answer, GrpcAnswer, GrpcPeer, HttpPeer, make_certs, partial_success_response,
                         read, rpc_status, server_ssl_context)
 from harness import (BIN, Collector, convert, corpus_files, free_port, http, multipart, parse_top, pb_ld,
-                     pb_packed, pb_put_varint, pb_varint, pb_vi, read_corpus)
+                     pb_packed, pb_put_varint, pb_varint, pb_varints, pb_vi, read_corpus)
 
 METHOD = "/opentelemetry.proto.collector.profiles.v1development.ProfilesService/Export"
 T0 = 1700000000
@@ -295,13 +295,7 @@ def to_json_shape(msg, data):
         conv = []
         for v in values:
             if typ == "packed":
-                if isinstance(v, bytes):
-                    i = 0
-                    while i < len(v):
-                        x, i = pb_varint(v, i)
-                        conv.append(x)
-                else:
-                    conv.append(v)
+                conv.extend(pb_varints([v]))
                 continue
             if typ in SCHEMA:
                 conv.append(to_json_shape(typ, v))

@@ -11,7 +11,8 @@ import time
 import unittest
 import urllib.parse
 
-from harness import Collector, convert, debug_profiles, http, parse_top, pb_varint, read_corpus
+from harness import (Collector, convert, debug_profiles, http, parse_top, pb_varints, read_corpus,
+                     validate_config)
 from test_store_api import pb_read
 
 CONFIG = """
@@ -71,23 +72,12 @@ service:
 PROC = 'processor="limits",pipeline="profiles"'
 
 
-def varints(vals):
-    out = []
-    for v in vals:
-        if isinstance(v, bytes):
-            i = 0
-            while i < len(v):
-                x, i = pb_varint(v, i)
-                out.append(x)
-        else:
-            out.append(v)
-    return out
 
 
 def pprof_first_values(name):
     """values[0] of every sample of a corpus pprof (Profile.sample = 2, Sample.value = 2)."""
     prof = pb_read(gzip.decompress(read_corpus(name)))
-    return [varints(pb_read(s).get(2, []))[0] for s in prof.get(2, [])]
+    return [pb_varints(pb_read(s).get(2, []))[0] for s in prof.get(2, [])]
 
 
 def top(name, type_):
@@ -323,16 +313,10 @@ class LimitsTest(unittest.TestCase):
         self.assertGreater(self.discarded("rate_limited", "tiny")[0], before[0])
 
     def test_config_errors(self):
-        import subprocess
-        import os
-        from harness import BIN
         bad = CONFIG.replace("      small:\n", "      small:\n        max_profil_size: 3\n")
-        path = os.path.join(self.c.dir, "bad.yaml")
-        with open(path, "w") as f:
-            f.write(bad)
-        out = subprocess.run([BIN, "validate", "--config", path], capture_output=True, text=True)
-        self.assertNotEqual(out.returncode, 0)
-        self.assertIn("unknown key 'max_profil_size'", out.stdout + out.stderr)
+        rc, out, _ = validate_config(bad)
+        self.assertNotEqual(rc, 0)
+        self.assertIn("unknown key 'max_profil_size'", out)
 
 
 

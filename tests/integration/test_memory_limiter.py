@@ -15,13 +15,12 @@ Also the configuration: the Collector's validation messages and the
 warning when memory_limiter is not first in a pipeline."""
 import gzip
 import os
-import subprocess
 import threading
 import time
 import unittest
 import urllib.parse
 
-from harness import BIN, Collector, http, parse_top, pb_varint, read_corpus
+from harness import Collector, http, parse_top, pb_varint, read_corpus, validate_config
 
 PROFILE = "go-3s-cpu"
 REPEAT = 120
@@ -237,15 +236,9 @@ service:
 """
 
     def validate(self, keys, processors="[memory_limiter]"):
-        import tempfile
-        with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
-            f.write(self.BASE % ("\n".join("    " + k for k in keys) or "    {}", processors))
-        try:
-            out = subprocess.run([BIN, "validate", "--config", f.name], capture_output=True,
-                                 text=True)
-        finally:
-            os.unlink(f.name)
-        return out.returncode, out.stdout + out.stderr
+        rc, out, _ = validate_config(
+            self.BASE % ("\n".join("    " + k for k in keys) or "    {}", processors))
+        return rc, out
 
     def test_valid(self):
         rc, out = self.validate(["limit_mib: 512"])

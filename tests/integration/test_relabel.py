@@ -6,13 +6,11 @@ import base64
 import concurrent.futures
 import gzip
 import json
-import os
-import subprocess
-import tempfile
 import unittest
 import urllib.parse
 
-from harness import BIN, Collector, convert, debug_profiles, free_port, http, parse_top, read_corpus
+from harness import (Collector, convert, debug_profiles, free_port, http, parse_top, read_corpus,
+                     validate_processor)
 from test_store_api import pb_read, pprof_label_totals
 
 RULES = """
@@ -384,27 +382,7 @@ class RelabelConfigErrorsTest(unittest.TestCase):
     """`flamecol validate` names the rule's own line and column."""
 
     def validate(self, processor):
-        text = """receivers:
-  pprof:
-    endpoint: 127.0.0.1:0
-processors:
-  relabel:
-%s
-exporters:
-  nop:
-service:
-  pipelines:
-    profiles:
-      receivers: [pprof]
-      processors: [relabel]
-      exporters: [nop]
-""" % processor
-        d = tempfile.mkdtemp(prefix="flamecol-relabel-")
-        path = os.path.join(d, "bad.yaml")
-        with open(path, "w") as f:
-            f.write(text)
-        r = subprocess.run([BIN, "validate", "--config", path], capture_output=True, text=True)
-        return r.returncode, r.stdout + r.stderr, path
+        return validate_processor("relabel", processor)
 
     def test_errors_with_line_and_column(self):
         cases = [

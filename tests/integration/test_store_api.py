@@ -12,7 +12,7 @@ import time
 import unittest
 import urllib.parse
 
-from harness import BIN, CORPUS, STORE_PIPELINE, Collector, pb_varint, corpus_files, http, multipart, parse_top, read_corpus
+from harness import BIN, CORPUS, STORE_PIPELINE, Collector, pb_varint, pb_varints, corpus_files, http, multipart, parse_top, read_corpus
 
 # Expected values come from references independent of flamecol: the corpus's
 # `pprof -top` files (parse_top), hand-built inputs, and pprof_label_totals
@@ -45,22 +45,10 @@ def pprof_label_totals(name, index, label):
     prof = pb_read(gzip.decompress(read_corpus(name)))
     strings = [x.decode() for x in prof.get(6, [])]
 
-    def varints(vals):  # a repeated int64 field: packed (bytes) or not (ints)
-        out = []
-        for v in vals:
-            if isinstance(v, bytes):
-                i = 0
-                while i < len(v):
-                    x, i = pb_varint(v, i)
-                    out.append(x)
-            else:
-                out.append(v)
-        return out
-
     totals = {}
     for raw in prof.get(2, []):
         sample = pb_read(raw)
-        value = varints(sample.get(2, []))[index]
+        value = pb_varints(sample.get(2, []))[index]
         key = None
         for l in sample.get(3, []):
             lab = pb_read(l)
