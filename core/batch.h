@@ -187,6 +187,14 @@ struct fc_profile {
     int64_t time_ns;     /* start, unix ns */
     int64_t duration_ns; /* 0 = unknown */
     uint32_t origin;     /* batch origins index, 0 = none */
+    /*
+     * Set by the OTLP decoder when it named the profile itself (no __name__
+     * attribute) from samples:count with a cpu:nanoseconds period: Pyroscope's
+     * OTLP ingest stores such a profile as cpu:nanoseconds, values x period
+     * (fc_pyro_stored_type). A profile that carries its __name__ (pprof, or
+     * OTLP that a pprof source became) is stored under its own sample types.
+     */
+    bool cpu_samples_as_ns;
 
     struct fc_sample *samples;
     uint32_t n_samples;

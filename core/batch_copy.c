@@ -303,6 +303,7 @@ static int merge_profile(struct fc_batch *dst, const struct fc_batch *src, struc
     p->time_ns = sp->time_ns;
     p->duration_ns = sp->duration_ns;
     p->origin = origins[sp->origin];
+    p->cpu_samples_as_ns = sp->cpu_samples_as_ns;
     p->drop_frames = m->strings[sp->drop_frames];
     p->keep_frames = m->strings[sp->keep_frames];
     p->default_sample_type = m->strings[sp->default_sample_type];

@@ -455,23 +455,34 @@ static int labels_from_attrs(struct fc_batch *b, struct fc_profile *p, struct fc
 }
 
 /*
- * Pyroscope's naming for OTLP profiles without an explicit __name__: a cpu
- * period (samples:count or cpu:nanoseconds) is process_cpu, off_cpu and wall
- * keep their names, otherwise the period type names the profile.
+ * Pyroscope's OTLP ingest names a profile that carries no __name__ from its
+ * "type:unit:period_type:period_unit" (the period part empty when the period
+ * is 0): samples:count:cpu:nanoseconds is process_cpu, stored as
+ * cpu:nanoseconds with values x period (*cpu_samples_as_ns);
+ * off_cpu:nanoseconds without a period is off_cpu; any other profile is
+ * named after its period type (a Go cpu:nanoseconds profile is
+ * cpu:cpu:nanoseconds:cpu:nanoseconds, Node's cpu with a wall period is
+ * wall:cpu:nanoseconds:wall:nanoseconds). So the two OTLP profiles a Go CPU
+ * pprof becomes land in two profile types, never both in one. Without a
+ * period Pyroscope's name would be empty; the sample type names it here.
  */
-static const char *derived_name(const struct fc_batch *b, const struct fc_profile *p)
+static const char *derived_name(const struct fc_batch *b, const struct fc_profile *p,
+                                bool *cpu_samples_as_ns)
 {
     const char *type = fc_str(b, p->sample_types[0].type);
-    const char *ptype = fc_str(b, p->period_type.type);
+    const char *unit = fc_str(b, p->sample_types[0].unit);
+    const char *ptype = p->period != 0 ? fc_str(b, p->period_type.type) : "";
+    const char *punit = p->period != 0 ? fc_str(b, p->period_type.unit) : "";
 
-    if (strcmp(type, "off_cpu") == 0) {
-        return "off_cpu";
-    }
-    if (strcmp(ptype, "cpu") == 0 || strcmp(type, "cpu") == 0) {
+    *cpu_samples_as_ns = false;
+    if (strcmp(type, "samples") == 0 && strcmp(unit, "count") == 0 && strcmp(ptype, "cpu") == 0 &&
+        strcmp(punit, "nanoseconds") == 0) {
+        *cpu_samples_as_ns = true;
         return "process_cpu";
     }
-    if (strcmp(type, "wall") == 0 || strcmp(ptype, "wall") == 0) {
-        return "wall";
+    if (strcmp(type, "off_cpu") == 0 && strcmp(unit, "nanoseconds") == 0 && ptype[0] == '\0' &&
+        punit[0] == '\0') {
+        return "off_cpu";
     }
     return ptype[0] ? ptype : type[0] ? type : "unknown";
 }
@@ -572,7 +583,10 @@ static int decode_profile(struct decoder *x, const PbProfile *pp, uint32_t origi
             rc = fc_profile_set_label(x->b, p, "service_name", "unknown_service");
         }
         if (rc == FC_OK && fc_profile_label(x->b, p, "__name__") == NULL) {
-            rc = fc_profile_set_label(x->b, p, "__name__", derived_name(x->b, p));
+            bool as_ns;
+            const char *name = derived_name(x->b, p, &as_ns);
+            rc = fc_profile_set_label(x->b, p, "__name__", name);
+            p->cpu_samples_as_ns = as_ns;
         }
     }
     return rc == FC_OK ? FC_OK : too_big(x);

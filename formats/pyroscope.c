@@ -360,14 +360,11 @@ void fc_pyro_profile_type_id(const struct fc_batch *b, const struct fc_profile *
 void fc_pyro_stored_type(const struct fc_batch *b, const struct fc_profile *p, uint32_t t,
                          struct fc_buf *id, int64_t *scale)
 {
-    const struct fc_value_type *vt = &p->sample_types[t];
+    const char *name = fc_profile_label(b, p, "__name__");
 
     *scale = 1;
-    if (p->origin != 0 && p->period > 0 && strcmp(fc_str(b, vt->type), "samples") == 0 &&
-        strcmp(fc_str(b, vt->unit), "count") == 0 &&
-        strcmp(fc_str(b, p->period_type.type), "cpu") == 0 &&
-        strcmp(fc_str(b, p->period_type.unit), "nanoseconds") == 0) {
-        fc_buf_puts(id, "process_cpu:cpu:nanoseconds:cpu:nanoseconds");
+    if (p->cpu_samples_as_ns && p->period > 0) {
+        fc_buf_printf(id, "%s:cpu:nanoseconds:cpu:nanoseconds", name ? name : "");
         *scale = p->period;
         return;
     }

@@ -76,11 +76,12 @@ void fc_pyro_profile_type_id(const struct fc_batch *b, const struct fc_profile *
 
 /*
  * The profile type under which Pyroscope stores sample type t, and the
- * factor its values are multiplied by. For profiles that came through OTLP
- * (the eBPF profiler's samples:count with a cpu:nanoseconds period), that is
- * process_cpu:cpu:nanoseconds:cpu:nanoseconds with values x period, as
- * Pyroscope's OTLP ingest converts them; otherwise the id above and 1.
- * The batch itself is never rewritten: this is for the store and queries.
+ * factor its values are multiplied by: for a profile the OTLP decoder named
+ * process_cpu from samples:count with a cpu:nanoseconds period
+ * (p->cpu_samples_as_ns, as Pyroscope's OTLP ingest converts the eBPF
+ * profiler's), "<__name__>:cpu:nanoseconds:cpu:nanoseconds" with values x
+ * period; otherwise the id above and 1. The batch itself is never
+ * rewritten: this is for the store and queries.
  */
 void fc_pyro_stored_type(const struct fc_batch *b, const struct fc_profile *p, uint32_t t,
                          struct fc_buf *id, int64_t *scale);

@@ -1,6 +1,7 @@
 #include "formats/pyroscope_push.h"
 
 #include "core/mem.h"
+#include "core/sat.h"
 #include "formats/gzip.h"
 #include "formats/pb.h"
 #include "formats/pprof.h"
@@ -23,18 +24,52 @@ bool fc_pyro_push_label_kept(const char *name)
            strcmp(name, "__delta__") == 0;
 }
 
-int fc_pyro_raw_profile(const struct fc_batch *b, const struct fc_profile *p, struct fc_buf *out,
-                        struct fc_error *err)
+int fc_pyro_raw_profile(const struct fc_batch *b, const struct fc_profile *p, bool as_stored,
+                        struct fc_buf *out, struct fc_error *err)
 {
+    struct fc_profile as_ns;
+    struct fc_sample *samples = NULL;
+    int64_t *nums = NULL;
     struct fc_buf plain;
     int rc;
 
+    /*
+     * A profile the OTLP decoder named process_cpu from samples:count with a
+     * cpu:nanoseconds period goes as cpu:nanoseconds, values x period: what
+     * Pyroscope's OTLP ingest would have stored (fc_pyro_stored_type). A
+     * sample of timestamps only counts one per timestamp. The batch is
+     * shared: the scaled samples and values are copies.
+     */
+    if (as_stored && p->cpu_samples_as_ns && p->period > 0 && p->n_sample_types == 1) {
+        uint32_t n = p->n_nums;
+        as_ns = *p;
+        as_ns.sample_types = &as_ns.period_type;
+        samples = fc_xmalloc((p->n_samples ? p->n_samples : 1) * sizeof(*samples));
+        nums = fc_xmalloc(((size_t)p->n_nums + p->n_samples + 1) * sizeof(int64_t));
+        memcpy(nums, p->nums, p->n_nums * sizeof(int64_t));
+        for (uint32_t i = 0; i < p->n_samples; i++) {
+            struct fc_sample *s = &samples[i];
+            *s = p->samples[i];
+            if (s->n_values == 0) {
+                s->values_off = n++;
+                s->n_values = 1;
+                nums[s->values_off] = s->n_ts;
+            }
+            nums[s->values_off] = fc_sat_mul(nums[s->values_off], p->period);
+        }
+        as_ns.samples = samples;
+        as_ns.nums = nums;
+        as_ns.n_nums = n;
+        p = &as_ns;
+    }
     fc_buf_init(&plain, 0);
     rc = fc_pprof_encode(b, p, &plain, err);
     if (rc == FC_OK) {
         rc = fc_gzip(plain.data, plain.len, RAW_PROFILE_GZIP_LEVEL, out, err);
     }
     fc_buf_release(&plain);
+    free(samples);
+    free(nums);
     return rc;
 }
 
@@ -114,7 +149,7 @@ int fc_pyro_push_encode(const struct fc_batch *b, uint32_t first, uint32_t n, st
             fc_pb_put_bytes(&labels, 1, pair.data, pair.len);
         }
         fc_buf_reset(&raw);
-        rc = fc_pyro_raw_profile(b, p, &raw, err);
+        rc = fc_pyro_raw_profile(b, p, true, &raw, err);
         if (rc != FC_OK) {
             fc_error_wrap(err, "profile %u", i);
             break;

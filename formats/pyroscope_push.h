@@ -10,9 +10,13 @@
  *
  * The profile travels as a gzipped pprof (fc_pprof_encode: sample labels stay
  * pprof labels, a span link becomes the span_id / trace_id labels), its
- * sample types and values as flamecol received them. (An OTLP samples:count
- * profile with a cpu period, which flamecol's store keeps as cpu:nanoseconds
- * x period, goes as samples:count: the batch is not rewritten on the way.)
+ * sample types and values as flamecol received them, but one: over push, an
+ * OTLP profile of samples:count with a cpu:nanoseconds period that carried
+ * no __name__ goes as cpu:nanoseconds, values x period, with its __name__
+ * process_cpu, as Pyroscope's OTLP ingest (and flamecol's store,
+ * fc_pyro_stored_type) keeps it. Over ingest it goes as samples:count: the
+ * server names profiles from their sample types there, and a cpu:nanoseconds
+ * one would land in the same profile type as the source's own cpu profile.
  *
  * Series labels:
  *   push:   every series label, except the reserved `__*` ones other than
@@ -48,9 +52,12 @@
 /* True when a series label of this name goes into a PushRequest. */
 bool fc_pyro_push_label_kept(const char *name);
 
-/* Appends the gzipped pprof of profile p. */
-int fc_pyro_raw_profile(const struct fc_batch *b, const struct fc_profile *p, struct fc_buf *out,
-                        struct fc_error *err);
+/*
+ * Appends the gzipped pprof of profile p; as_stored: converted as above
+ * (push), else exactly as received (ingest).
+ */
+int fc_pyro_raw_profile(const struct fc_batch *b, const struct fc_profile *p, bool as_stored,
+                        struct fc_buf *out, struct fc_error *err);
 
 /*
  * Appends a PushRequest holding profiles [first, first + n) of b, one

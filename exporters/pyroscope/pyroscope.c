@@ -270,7 +270,7 @@ static int pyro_export(struct fc_exporter *self, struct fc_batch *b, struct fc_e
                 fc_log_limited(&x->refused_log, 1000000000LL, FC_LOG_WARN, self->id,
                                "batch refused: %s", err->msg);
             }
-            rc = rc ? rc : fc_pyro_raw_profile(b, p, &body, err);
+            rc = rc ? rc : fc_pyro_raw_profile(b, p, false, &body, err);
             if (rc == FC_OK) {
                 items[n++] = item_from(tenant, (const char *)target.data, &body, p->n_samples, 1);
             } else {

@@ -597,6 +597,78 @@ static void test_status_carries_retry_info(void **state)
     fc_buf_release(&out);
 }
 
+/*
+ * One OTLP profile, hand-built: sample type, period type and period, and a
+ * __name__ resource attribute when name is not NULL; each of its 2 samples
+ * has the value 3. What Pyroscope's OTLP ingest names it (pkg/ingester/otlp
+ * convert.go: "type:unit:period_type:period_unit", the period part empty for
+ * period 0) is written down by hand in the cases below.
+ */
+static void stored_as(const char *type, const char *unit, const char *ptype, const char *punit,
+                      long period, const char *name, const char *want_id, int64_t want_scale)
+{
+    struct fc_batch *b = fc_batch_new(0);
+    struct fc_otlp_result res;
+    struct fc_error err = {0};
+    struct fc_buf json, id;
+    int64_t scale;
+
+    fc_buf_init(&json, 0);
+    fc_buf_init(&id, 0);
+    fc_buf_printf(&json,
+                  "{\"resourceProfiles\":[{\"resource\":{\"attributes\":["
+                  "{\"key\":\"service.name\",\"value\":{\"stringValue\":\"svc\"}}%s%s%s]},"
+                  "\"scopeProfiles\":[{\"profiles\":[{\"sampleType\":{\"typeStrindex\":1,"
+                  "\"unitStrindex\":2},\"periodType\":{\"typeStrindex\":3,\"unitStrindex\":4},"
+                  "\"period\":\"%ld\",\"timeUnixNano\":\"1700000000000000000\","
+                  "\"samples\":[{\"stackIndex\":1,\"values\":[\"3\"]},"
+                  "{\"stackIndex\":1,\"values\":[\"3\"]}]}]}]}],"
+                  "\"dictionary\":{\"stringTable\":[\"\",\"%s\",\"%s\",\"%s\",\"%s\",\"main\"],"
+                  "\"functionTable\":[{},{\"nameStrindex\":5}],"
+                  "\"locationTable\":[{},{\"lines\":[{\"functionIndex\":1}]}],"
+                  "\"stackTable\":[{},{\"locationIndices\":[1]}]}}",
+                  name ? ",{\"key\":\"__name__\",\"value\":{\"stringValue\":\"" : "",
+                  name ? name : "", name ? "\"}}" : "", period, type, unit, ptype, punit);
+    if (fc_otlp_decode_json(b, (const char *)json.data, json.len, &res, &err) != FC_OK) {
+        fail_msg("%s", err.msg);
+    }
+    assert_int_equal(res.profiles, 1);
+    fc_pyro_stored_type(b, &b->profiles[0], 0, &id, &scale);
+    if (strcmp((const char *)id.data, want_id) != 0 || scale != want_scale) {
+        fail_msg("%s:%s:%s:%s period %ld name %s: stored as %s x%lld, want %s x%lld", type, unit,
+                 ptype, punit, period, name ? name : "-", (const char *)id.data, (long long)scale,
+                 want_id, (long long)want_scale);
+    }
+    fc_buf_release(&json);
+    fc_buf_release(&id);
+    fc_batch_unref(b);
+}
+
+static void test_profile_types_as_pyroscope_otlp_ingest_names_them(void **state)
+{
+    (void)state;
+    /* The eBPF profiler's: cpu time, values x period. */
+    stored_as("samples", "count", "cpu", "nanoseconds", 10000000, NULL,
+              "process_cpu:cpu:nanoseconds:cpu:nanoseconds", 10000000);
+    /* A Go CPU pprof's second profile lands elsewhere: never counted twice. */
+    stored_as("cpu", "nanoseconds", "cpu", "nanoseconds", 10000000, NULL,
+              "cpu:cpu:nanoseconds:cpu:nanoseconds", 1);
+    /* Node's cpu time with a wall period. */
+    stored_as("cpu", "nanoseconds", "wall", "nanoseconds", 1000, NULL,
+              "wall:cpu:nanoseconds:wall:nanoseconds", 1);
+    stored_as("alloc_space", "bytes", "space", "bytes", 524288, NULL,
+              "space:alloc_space:bytes:space:bytes", 1);
+    stored_as("off_cpu", "nanoseconds", "", "", 0, NULL, "off_cpu:off_cpu:nanoseconds::", 1);
+    /* Period 0: no period part, so no conversion; the sample type names it. */
+    stored_as("samples", "count", "cpu", "nanoseconds", 0, NULL,
+              "samples:samples:count:cpu:nanoseconds", 1);
+    /* A profile that names itself (a pprof source, through flamecol's OTLP) keeps its types. */
+    stored_as("samples", "count", "cpu", "nanoseconds", 10000000, "process_cpu",
+              "process_cpu:samples:count:cpu:nanoseconds", 1);
+    stored_as("cpu", "nanoseconds", "cpu", "nanoseconds", 10000000, "process_cpu",
+              "process_cpu:cpu:nanoseconds:cpu:nanoseconds", 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -607,6 +679,7 @@ int main(void)
         cmocka_unit_test(test_json_round_trips_and_rules),
         cmocka_unit_test(test_json_encoding_details),
         cmocka_unit_test(test_every_field_and_form_survives),
+        cmocka_unit_test(test_profile_types_as_pyroscope_otlp_ingest_names_them),
         cmocka_unit_test(test_status_carries_retry_info),
     };
     return cmocka_run_group_tests_name("otlp", tests, NULL, NULL);

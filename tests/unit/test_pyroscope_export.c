@@ -506,11 +506,15 @@ static void test_push_label_filter(void **state)
 }
 
 /*
- * An OTLP profile of samples:count with a cpu period (which flamecol's store
- * keeps as cpu:nanoseconds x period) goes as it came: 3 samples, counted
- * from timestamps alone, as samples:count 3 with its period.
+ * An OTLP profile of samples:count with a cpu period (3 samples, counted
+ * from timestamps alone). Named by its sender (__name__ given, as a pprof
+ * source through flamecol's OTLP is), it goes as it came: samples:count 3.
+ * Named by the OTLP decoder (cpu_samples_as_ns), it goes over push as
+ * Pyroscope's OTLP ingest stores it: cpu:nanoseconds, 3 x 10 ms; over
+ * ingest as it came.
  */
-static void test_otlp_counts_go_as_they_came(void **state)
+static void otlp_cpu_samples_go_as(bool as_ns, bool as_stored, const char *type, const char *unit,
+                                   int64_t value)
 {
     struct fc_batch *b = fc_batch_new(0);
     struct fc_profile *p = fc_batch_add_profile(b);
@@ -525,11 +529,11 @@ static void test_otlp_counts_go_as_they_came(void **state)
     uint8_t *plain;
     size_t plain_len;
 
-    (void)state;
     assert_int_equal(fc_profile_set_sample_types(b, p, &vt, 1), FC_OK);
     p->period_type.type = str(b, "cpu");
     p->period_type.unit = str(b, "nanoseconds");
     p->period = 10000000;
+    p->cpu_samples_as_ns = as_ns;
     assert_int_equal(fc_batch_add_origin(b, &o, &p->origin), FC_OK);
     assert_int_equal(fc_dict_stack(b, &loc, 1, &s.stack), FC_OK);
     assert_int_equal(fc_profile_add_sample(b, p, &s, NULL, 0, ts, 3), FC_OK);
@@ -537,19 +541,31 @@ static void test_otlp_counts_go_as_they_came(void **state)
     label(b, p, "service_name", "ebpf");
 
     fc_buf_init(&raw, 0);
-    assert_int_equal(fc_pyro_raw_profile(b, p, &raw, &err), FC_OK);
+    assert_int_equal(fc_pyro_raw_profile(b, p, as_stored, &raw, &err), FC_OK);
     plain = inflate_gzip(raw.data, raw.len, &plain_len);
     pp_read(plain, plain_len, &pp);
     assert_int_equal(pp.n_types, 1);
-    assert_string_equal(pp_str(&pp, pp.type[0]), "samples");
-    assert_string_equal(pp_str(&pp, pp.unit[0]), "count");
+    assert_string_equal(pp_str(&pp, pp.type[0]), type);
+    assert_string_equal(pp_str(&pp, pp.unit[0]), unit);
     assert_int_equal(pp.period, 10000000);
     assert_int_equal(pp.n_samples, 1);
-    assert_int_equal(pp.samples[0].values[0], 3);
+    assert_int_equal(pp.samples[0].values[0], value);
     pp_free(&pp);
     free(plain);
     fc_buf_release(&raw);
+    /* The batch itself is not rewritten. */
+    assert_int_equal(fc_profile_total(p, 0), 3);
+    assert_string_equal(fc_str(b, p->sample_types[0].type), "samples");
     fc_batch_unref(b);
+}
+
+static void test_otlp_cpu_samples_as_named(void **state)
+{
+    (void)state;
+    otlp_cpu_samples_go_as(false, true, "samples", "count", 3);
+    otlp_cpu_samples_go_as(true, true, "cpu", "nanoseconds", 30000000);
+    /* ingest: exactly as received. */
+    otlp_cpu_samples_go_as(true, false, "samples", "count", 3);
 }
 
 /* ---- /ingest -------------------------------------------------------------------------------- */
@@ -707,7 +723,7 @@ int main(void)
         cmocka_unit_test(test_push_request),
         cmocka_unit_test(test_push_id_from_profile_id),
         cmocka_unit_test(test_push_label_filter),
-        cmocka_unit_test(test_otlp_counts_go_as_they_came),
+        cmocka_unit_test(test_otlp_cpu_samples_as_named),
         cmocka_unit_test(test_ingest_query),
         cmocka_unit_test(test_ingest_escaping),
         cmocka_unit_test(test_ingest_refuses_what_the_name_cannot_carry),
