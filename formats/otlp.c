@@ -580,7 +580,12 @@ static int decode_profile(struct decoder *x, const PbProfile *pp, uint32_t origi
         rc = labels_from_attrs(x->b, p, o->resource_attrs);
         rc = rc ? rc : labels_from_attrs(x->b, p, o->scope_attrs);
         if (rc == FC_OK && fc_profile_label(x->b, p, "service_name") == NULL) {
-            rc = fc_profile_set_label(x->b, p, "service_name", "unknown_service");
+            /* The semantic conventions' default, as Pyroscope's OTLP ingest uses it. */
+            const char *exe = fc_profile_label(x->b, p, "process.executable.name");
+            char name[256];
+            snprintf(name, sizeof(name), "unknown_service%s%s", exe && exe[0] ? ":" : "",
+                     exe ? exe : "");
+            rc = fc_profile_set_label(x->b, p, "service_name", name);
         }
         if (rc == FC_OK && fc_profile_label(x->b, p, "__name__") == NULL) {
             bool as_ns;

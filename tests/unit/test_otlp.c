@@ -669,6 +669,31 @@ static void test_profile_types_as_pyroscope_otlp_ingest_names_them(void **state)
               "process_cpu:cpu:nanoseconds:cpu:nanoseconds", 1);
 }
 
+/* No service.name: the semantic conventions' unknown_service, with the executable when known. */
+static void test_unknown_service_names_the_executable(void **state)
+{
+    static const char *const bodies[] = {
+        "{\"resourceProfiles\":[{\"resource\":{\"attributes\":[{\"key\":\"process.executable."
+        "name\","
+        "\"value\":{\"stringValue\":\"java\"}}]},\"scopeProfiles\":[{\"profiles\":[{}]}]}]}",
+        "{\"resourceProfiles\":[{\"scopeProfiles\":[{\"profiles\":[{}]}]}]}",
+    };
+    static const char *const want[] = {"unknown_service:java", "unknown_service"};
+
+    (void)state;
+    for (size_t i = 0; i < 2; i++) {
+        struct fc_batch *b = fc_batch_new(0);
+        struct fc_otlp_result res;
+        struct fc_error err = {0};
+        if (fc_otlp_decode_json(b, bodies[i], strlen(bodies[i]), &res, &err) != FC_OK) {
+            fail_msg("%s", err.msg);
+        }
+        assert_int_equal(res.profiles, 1);
+        assert_string_equal(fc_profile_label(b, &b->profiles[0], "service_name"), want[i]);
+        fc_batch_unref(b);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -680,6 +705,7 @@ int main(void)
         cmocka_unit_test(test_json_encoding_details),
         cmocka_unit_test(test_every_field_and_form_survives),
         cmocka_unit_test(test_profile_types_as_pyroscope_otlp_ingest_names_them),
+        cmocka_unit_test(test_unknown_service_names_the_executable),
         cmocka_unit_test(test_status_carries_retry_info),
     };
     return cmocka_run_group_tests_name("otlp", tests, NULL, NULL);
