@@ -20,10 +20,48 @@ uint32_t fc_otlp_exp_profiles(const struct fc_batch *b)
     return n;
 }
 
-struct fc_send_item *fc_otlp_exp_item(const struct fc_batch *b, const uint8_t *body, size_t len,
-                                      uint32_t profiles)
+static const char *const compression_names[] = {"", "+gzip", "+zstd"};
+
+void fc_otlp_form_text(const struct fc_otlp_form *f, char out[FC_OTLP_FORM_TEXT])
 {
-    struct fc_send_item *it = fc_send_item_new(b->tenant, "", len);
+    snprintf(out, FC_OTLP_FORM_TEXT, "%s%s", f->json ? "json" : "proto",
+             compression_names[f->compression]);
+}
+
+bool fc_otlp_form_parse(const char *text, const struct fc_otlp_form *dflt, struct fc_otlp_form *out)
+{
+    size_t n;
+
+    if (text[0] == '\0') {
+        *out = *dflt;
+        return true;
+    }
+    if (strncmp(text, "json", 4) == 0) {
+        out->json = true;
+        n = 4;
+    } else if (strncmp(text, "proto", 5) == 0) {
+        out->json = false;
+        n = 5;
+    } else {
+        return false;
+    }
+    for (int c = FC_OTLP_COMP_NONE; c <= FC_OTLP_COMP_ZSTD; c++) {
+        if (strcmp(text + n, compression_names[c]) == 0) {
+            out->compression = (enum fc_otlp_compression)c;
+            return true;
+        }
+    }
+    return false;
+}
+
+struct fc_send_item *fc_otlp_exp_item(const struct fc_batch *b, const uint8_t *body, size_t len,
+                                      uint32_t profiles, const struct fc_otlp_form *form)
+{
+    char target[FC_OTLP_FORM_TEXT];
+    struct fc_send_item *it;
+
+    fc_otlp_form_text(form, target);
+    it = fc_send_item_new(b->tenant, target, len);
 
     if (len > 0) {
         memcpy(it->body, body, len);
@@ -60,9 +98,11 @@ int fc_otlp_exp_protobuf_item(const struct fc_batch *b, bool gzip, struct fc_sen
     uint32_t profiles = 0;
     int rc;
 
+    struct fc_otlp_form form = {false, gzip ? FC_OTLP_COMP_GZIP : FC_OTLP_COMP_NONE};
+
     *out = NULL;
     if (gzip && b->wire.gzip != NULL) {
-        *out = fc_otlp_exp_item(b, b->wire.gzip, b->wire.gzip_len, b->wire.profiles);
+        *out = fc_otlp_exp_item(b, b->wire.gzip, b->wire.gzip_len, b->wire.profiles, &form);
         return FC_OK;
     }
     fc_buf_init(&raw, 0);
@@ -74,7 +114,7 @@ int fc_otlp_exp_protobuf_item(const struct fc_batch *b, bool gzip, struct fc_sen
         len = packed.len;
     }
     if (rc == FC_OK) {
-        *out = fc_otlp_exp_item(b, body, len, profiles);
+        *out = fc_otlp_exp_item(b, body, len, profiles, &form);
     }
     fc_buf_release(&raw);
     fc_buf_release(&packed);

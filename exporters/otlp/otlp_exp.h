@@ -15,9 +15,30 @@
 /* The OTLP profiles fc_otlp_encode writes for b: one per sample type of each profile. */
 uint32_t fc_otlp_exp_profiles(const struct fc_batch *b);
 
-/* One item holding body (copied), with b's tenant and samples and that many OTLP profiles. */
+/*
+ * How an item's body is encoded. It travels in the item's target
+ * ("proto+gzip", "json", ...), so a persistent queue's records are sent as
+ * they were encoded even when `encoding` or `compression` changed while
+ * they waited on disk. Records of earlier versions have an empty target:
+ * they are taken to be encoded as configured now.
+ */
+enum fc_otlp_compression { FC_OTLP_COMP_NONE, FC_OTLP_COMP_GZIP, FC_OTLP_COMP_ZSTD };
+struct fc_otlp_form {
+    bool json;
+    enum fc_otlp_compression compression;
+};
+#define FC_OTLP_FORM_TEXT 16
+void fc_otlp_form_text(const struct fc_otlp_form *f, char out[FC_OTLP_FORM_TEXT]);
+/* false: text is no form (a damaged record); "" gives *dflt. */
+bool fc_otlp_form_parse(const char *text, const struct fc_otlp_form *dflt,
+                        struct fc_otlp_form *out);
+
+/*
+ * One item holding body (copied), encoded as form says, with b's tenant
+ * and samples and that many OTLP profiles.
+ */
 struct fc_send_item *fc_otlp_exp_item(const struct fc_batch *b, const uint8_t *body, size_t len,
-                                      uint32_t profiles);
+                                      uint32_t profiles, const struct fc_otlp_form *form);
 
 /*
  * The ExportProfilesServiceRequest (protobuf) for b: the bytes it came as

@@ -55,6 +55,7 @@ struct otlp_grpc {
 struct conn {
     struct fc_grpc_conn *grpc;
     struct fc_buf answer;
+    struct fc_buf plain; /* a queued gzipped record, gunzipped for a channel without gzip */
 };
 
 static const struct fc_field keepalive_fields[] = {
@@ -141,6 +142,7 @@ static void *conn_new(void *ctx)
 
     c->grpc = fc_grpc_conn_new(x->channel);
     fc_buf_init(&c->answer, 0);
+    fc_buf_init(&c->plain, 0);
     return c;
 }
 
@@ -152,6 +154,7 @@ static void conn_free(void *ctx, void *conn)
     if (c != NULL) {
         fc_grpc_conn_free(c->grpc);
         fc_buf_release(&c->answer);
+        fc_buf_release(&c->plain);
         free(c);
     }
 }
@@ -161,14 +164,44 @@ static void otlp_grpc_send(void *ctx, void *conn, const struct fc_send_item *ite
 {
     struct otlp_grpc *x = ctx;
     struct conn *c = conn;
+    bool channel_gzip = x->cfg->compression == COMP_GZIP;
+    struct fc_otlp_form form,
+        configured = {false, channel_gzip ? FC_OTLP_COMP_GZIP : FC_OTLP_COMP_NONE};
     struct fc_grpc_request rq = {
         .tenant = item->tenant,
         .body = item->body,
         .body_len = item->body_len,
-        .gzipped = x->cfg->compression == COMP_GZIP,
         .timeout_ns = timeout_ns,
     };
+    struct fc_error err = {0};
 
+    /*
+     * Sent as the body was encoded (a queued record may predate a change of
+     * `compression`): a gzipped one is flagged compressed when the channel
+     * speaks gzip, else gunzipped; a plain one is compressed by the channel.
+     */
+    memset(res, 0, sizeof(*res));
+    if (!fc_otlp_form_parse(item->target, &configured, &form) || form.json ||
+        form.compression == FC_OTLP_COMP_ZSTD) {
+        res->outcome = FC_SEND_PERMANENT;
+        snprintf(res->error_type, sizeof(res->error_type), "bad_target");
+        snprintf(res->message, sizeof(res->message),
+                 "queued record of an encoding gRPC cannot send: %.64s", item->target);
+        return;
+    }
+    rq.gzipped = form.compression == FC_OTLP_COMP_GZIP;
+    if (rq.gzipped && !channel_gzip) {
+        fc_buf_reset(&c->plain);
+        if (fc_gunzip(item->body, item->body_len, SIZE_MAX, &c->plain, &err) != FC_OK) {
+            res->outcome = FC_SEND_PERMANENT;
+            snprintf(res->error_type, sizeof(res->error_type), "bad_target");
+            snprintf(res->message, sizeof(res->message), "queued record: %s", err.msg);
+            return;
+        }
+        rq.body = c->plain.data;
+        rq.body_len = c->plain.len;
+        rq.gzipped = false;
+    }
     fc_grpc_unary(c->grpc, &rq, res, &c->answer);
     fc_otlp_exp_partial(&c->answer, false, x->component, &x->warn, res);
 }

@@ -13,12 +13,12 @@
 #include "exporters/helper/sender.h"
 #include "exporters/otlp/otlp_exp.h"
 #include "formats/gzip.h"
+#include "formats/zstd.h"
 #include "formats/otlp.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <zstd.h>
 
 #define PROFILES_PATH "v1development/profiles"
 
@@ -132,25 +132,29 @@ static void conn_free(void *ctx, void *conn)
     }
 }
 
+static struct fc_otlp_form configured_form(const struct otlphttp_config *cfg)
+{
+    struct fc_otlp_form f = {cfg->encoding == ENC_JSON,
+                             cfg->compression == COMP_GZIP   ? FC_OTLP_COMP_GZIP
+                             : cfg->compression == COMP_ZSTD ? FC_OTLP_COMP_ZSTD
+                                                             : FC_OTLP_COMP_NONE};
+    return f;
+}
+
 static void otlphttp_send(void *ctx, void *conn, const struct fc_send_item *item,
                           int64_t timeout_ns, struct fc_send_result *res)
 {
     struct otlphttp *x = ctx;
     struct conn *c = conn;
     const struct otlphttp_config *cfg = x->cfg;
-    bool json = cfg->encoding == ENC_JSON;
+    struct fc_otlp_form form, configured = configured_form(cfg);
     struct fc_http_request rq = {
         .url = x->url,
-        .content_type = json ? "application/json" : "application/x-protobuf",
-        .content_encoding = cfg->compression == COMP_GZIP   ? "gzip"
-                            : cfg->compression == COMP_ZSTD ? "zstd"
-                                                            : NULL,
         .headers = &cfg->headers,
         .tenant = item->tenant,
         .body = item->body,
         .body_len = item->body_len,
         .timeout_ns = timeout_ns,
-        .json = json,
     };
 
     if (c == NULL || c->http == NULL) {
@@ -160,8 +164,22 @@ static void otlphttp_send(void *ctx, void *conn, const struct fc_send_item *item
         snprintf(res->message, sizeof(res->message), "cannot create a curl handle");
         return;
     }
+    /* Labelled as the body was encoded (a queued record may predate a config change). */
+    if (!fc_otlp_form_parse(item->target, &configured, &form)) {
+        memset(res, 0, sizeof(*res));
+        res->outcome = FC_SEND_PERMANENT;
+        snprintf(res->error_type, sizeof(res->error_type), "bad_target");
+        snprintf(res->message, sizeof(res->message), "queued record of unknown encoding %.64s",
+                 item->target);
+        return;
+    }
+    rq.json = form.json;
+    rq.content_type = form.json ? "application/json" : "application/x-protobuf";
+    rq.content_encoding = form.compression == FC_OTLP_COMP_GZIP   ? "gzip"
+                          : form.compression == FC_OTLP_COMP_ZSTD ? "zstd"
+                                                                  : NULL;
     fc_http_post(c->http, &rq, res, &c->answer);
-    fc_otlp_exp_partial(&c->answer, json, x->component, &x->warn, res);
+    fc_otlp_exp_partial(&c->answer, form.json, x->component, &x->warn, res);
 }
 
 static const struct fc_sender_ops otlphttp_ops = {
@@ -184,22 +202,6 @@ static int otlphttp_start(struct fc_exporter *self, struct fc_host *host, struct
         fc_log_info(x->component, "sending to %s", x->url);
     }
     return rc;
-}
-
-static int compress_zstd(const uint8_t *in, size_t len, struct fc_buf *out, struct fc_error *err)
-{
-    size_t bound = ZSTD_compressBound(len);
-    size_t n;
-
-    if (fc_buf_reserve(out, bound) != FC_OK) {
-        return fc_errorf(err, FC_ETOOBIG, "zstd: out of memory");
-    }
-    n = ZSTD_compress(out->data, bound, in, len, 3);
-    if (ZSTD_isError(n)) {
-        return fc_errorf(err, FC_EIO, "zstd: %s", ZSTD_getErrorName(n));
-    }
-    out->len = n;
-    return FC_OK;
 }
 
 static int otlphttp_export(struct fc_exporter *self, struct fc_batch *b, struct fc_error *err)
@@ -235,12 +237,13 @@ static int otlphttp_export(struct fc_exporter *self, struct fc_batch *b, struct 
         body = packed.data;
         len = packed.len;
     } else if (rc == FC_OK && cfg->compression == COMP_ZSTD) {
-        rc = compress_zstd(body, len, &packed, err);
+        rc = fc_zstd(body, len, 3, &packed, err);
         body = packed.data;
         len = packed.len;
     }
     if (rc == FC_OK) {
-        item = fc_otlp_exp_item(b, body, len, profiles);
+        struct fc_otlp_form form = configured_form(cfg);
+        item = fc_otlp_exp_item(b, body, len, profiles, &form);
     }
     fc_buf_release(&raw);
     fc_buf_release(&packed);

@@ -1,12 +1,13 @@
 /*
  * OTLP/HTTP: POST /v1development/profiles with application/x-protobuf or
- * application/json (the answer in the request's encoding), gzip bodies,
+ * application/json (the answer in the request's encoding), gzip and zstd bodies,
  * google.rpc.Status bodies on errors, Retry-After on 429/503.
  */
 #include "receivers/otlp/otlp.h"
 
 #include "core/http_server.h"
 #include "formats/gzip.h"
+#include "formats/zstd.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -88,9 +89,20 @@ static void handle(void *ctx, const struct fc_http_request *req, struct fc_http_
         }
         body = plain.data;
         len = plain.len;
+    } else if (ce != NULL && strcasecmp(ce, "zstd") == 0) {
+        rc = fc_unzstd(body, len, (size_t)r->cfg->max_decompressed_size, &plain, &err);
+        if (rc != FC_OK) {
+            otlp_count_refused(r);
+            answer_error(r, resp, http_status(rc), rc, err.msg, json);
+            fc_buf_release(&plain);
+            return;
+        }
+        body = plain.data;
+        len = plain.len;
     } else if (ce != NULL && ce[0] != '\0' && strcasecmp(ce, "identity") != 0) {
         otlp_count_refused(r);
-        answer_error(r, resp, 415, FC_EPROTO, "unsupported Content-Encoding (use gzip)", json);
+        answer_error(r, resp, 415, FC_EPROTO, "unsupported Content-Encoding (use gzip or zstd)",
+                     json);
         return;
     }
     rc = fc_http_tenant(req, &rq.tenant, &err);

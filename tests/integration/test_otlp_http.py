@@ -29,6 +29,28 @@ service:
 """
 
 
+def zstd_frame(data, rle=None):
+    """A zstd frame built here from RFC 8878: raw blocks of data (or, with rle=(byte, n),
+    RLE blocks repeating one byte n times), single segment, 4-byte content size."""
+    size = len(data) if rle is None else rle[1]
+    out = bytearray(b"\x28\xb5\x2f\xfd")  # magic 0xFD2FB528
+    out += bytes([0xA0]) + size.to_bytes(4, "little")  # FCS 4 bytes, single segment
+    blocks = []
+    if rle is None:
+        blocks = [(0, data[i:i + (128 << 10)], len(data[i:i + (128 << 10)]))
+                  for i in range(0, len(data), 128 << 10)] or [(0, b"", 0)]
+    else:
+        left = size
+        while left > 0:
+            n = min(left, 128 << 10)
+            blocks.append((1, bytes([rle[0]]), n))
+            left -= n
+    for i, (kind, content, n) in enumerate(blocks):
+        last = 1 if i == len(blocks) - 1 else 0
+        out += (last | kind << 1 | n << 3).to_bytes(3, "little") + content
+    return bytes(out)
+
+
 def pb_status(body):
     """google.rpc.Status {code=1 varint, message=2 string} from protobuf bytes."""
     i, code, msg = 0, 0, ""
@@ -75,20 +97,23 @@ class OtlpHttpTest(unittest.TestCase):
 
     def test_corpus_protobuf_json_and_gzip(self):
         for i, name in enumerate(corpus_files()):
-            for encoding in ("proto", "json", "proto+gzip"):
+            for encoding in ("proto", "json", "proto+gzip", "json+zstd"):
                 before = len(debug_profiles(self.c.debug_output()))
-                body = convert(name, "otlp-json" if encoding == "json" else "otlp",
+                body = convert(name, "otlp-json" if encoding.startswith("json") else "otlp",
                                "service_name=svc-%d" % i)
-                headers = {"Content-Type": "application/json" if encoding == "json"
+                headers = {"Content-Type": "application/json" if encoding.startswith("json")
                            else "application/x-protobuf"}
                 if encoding.endswith("gzip"):
                     body = gzip.compress(body)
                     headers["Content-Encoding"] = "gzip"
+                elif encoding.endswith("zstd"):
+                    body = zstd_frame(body)
+                    headers["Content-Encoding"] = "zstd"
                 status, rh, resp = http("POST", self.url, body, headers)
                 self.assertEqual(status, 200, resp)
                 self.assertEqual(rh["Content-Type"], headers["Content-Type"])
                 # Full success: an empty ExportProfilesServiceResponse.
-                self.assertEqual(resp, b"{}" if encoding == "json" else b"")
+                self.assertEqual(resp, b"{}" if encoding.startswith("json") else b"")
                 profiles = debug_profiles(self.c.debug_output())[before:]
                 self.assertTrue(profiles, name)
                 for p in profiles:
@@ -118,6 +143,18 @@ class OtlpHttpTest(unittest.TestCase):
         status, _, _ = http("POST", self.url, b"x", {"Content-Type": "application/x-protobuf",
                                                      "Content-Encoding": "br"})
         self.assertEqual(status, 415)
+        # zstd: a bomb of RLE blocks (3 MiB of zeros in a few bytes), and a cut frame.
+        bomb = zstd_frame(None, rle=(0, 3 << 20))
+        self.assertLess(len(bomb), 200)
+        status, _, body = http("POST", self.url, bomb, {"Content-Type": "application/x-protobuf",
+                                                        "Content-Encoding": "zstd"})
+        self.assertEqual(status, 413)
+        self.assertIn("exceeds the limit", pb_status(body)[1])
+        cut = zstd_frame(convert("go-1s-mutex", "otlp"))[:-10]
+        status, _, body = http("POST", self.url, cut, {"Content-Type": "application/x-protobuf",
+                                                       "Content-Encoding": "zstd"})
+        self.assertEqual(status, 400)
+        self.assertIn("zstd: truncated", pb_status(body)[1])
         # Still serving.
         status, _, _ = http("POST", self.url, convert("go-1s-mutex", "otlp"),
                             {"Content-Type": "application/x-protobuf"})

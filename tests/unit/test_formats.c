@@ -8,10 +8,12 @@
 #include <string.h>
 #include <cmocka.h>
 #include <zlib.h>
+#include <zstd.h>
 
 #include "core/batch.h"
 #include "formats/folded.h"
 #include "formats/gzip.h"
+#include "formats/zstd.h"
 #include "formats/json.h"
 #include "formats/multipart.h"
 #include "formats/pprof.h"
@@ -354,6 +356,78 @@ static void test_gunzip(void **state)
     free(text);
 }
 
+/*
+ * zstd bodies: frames made here by libzstd itself (the reference encoder)
+ * from a known text; what comes back is compared with that text.
+ */
+static void test_unzstd(void **state)
+{
+    enum { N = 200000 };
+    uint8_t *text = malloc(N);
+    struct fc_buf z, out;
+    struct fc_error err = {0};
+    size_t one;
+
+    (void)state;
+    for (size_t i = 0; i < N; i++) {
+        text[i] = (uint8_t)("main;work;spin "[i % 15] + (i / 15) % 3);
+    }
+    fc_buf_init(&z, 0);
+    fc_buf_init(&out, 0);
+    assert_int_equal(fc_zstd(text, N, 3, &z, &err), FC_OK);
+    one = z.len;
+    assert_true(one < N / 10);
+    assert_int_equal(fc_unzstd(z.data, z.len, N, &out, &err), FC_OK);
+    assert_int_equal(out.len, N);
+    assert_memory_equal(out.data, text, N);
+    /* The limit is exact. */
+    fc_buf_reset(&out);
+    assert_int_equal(fc_unzstd(z.data, z.len, N - 1, &out, &err), FC_ETOOBIG);
+    assert_non_null(strstr(err.msg, "limit"));
+    /* Two frames: both read. */
+    assert_int_equal(fc_zstd(text, 7, 1, &z, &err), FC_OK);
+    fc_buf_reset(&out);
+    assert_int_equal(fc_unzstd(z.data, z.len, 0, &out, &err), FC_OK);
+    assert_int_equal(out.len, N + 7);
+    assert_memory_equal(out.data + N, text, 7);
+    /* Cut short, or corrupt: refused, saying so. */
+    fc_buf_reset(&out);
+    assert_int_equal(fc_unzstd(z.data, one - 3, 0, &out, &err), FC_EPROTO);
+    assert_non_null(strstr(err.msg, "truncated"));
+    z.data[0] ^= 0xff;
+    fc_buf_reset(&out);
+    assert_int_equal(fc_unzstd(z.data, z.len, 0, &out, &err), FC_EPROTO);
+    assert_non_null(strstr(err.msg, "zstd: "));
+    fc_buf_reset(&out);
+    assert_int_equal(fc_unzstd(z.data, 0, 0, &out, &err), FC_EPROTO);
+    /* A frame asking for a 128 MiB window is refused before any is allocated. */
+    {
+        ZSTD_CCtx *c = ZSTD_createCCtx();
+        size_t n;
+        fc_buf_reset(&z);
+        assert_int_equal(fc_buf_reserve(&z, ZSTD_compressBound(N)), FC_OK);
+        ZSTD_CCtx_setParameter(c, ZSTD_c_windowLog, 27);
+        ZSTD_CCtx_setParameter(c, ZSTD_c_contentSizeFlag, 0);
+        {
+            /* Streamed, so the size is unknown and the window stays 2^27. */
+            ZSTD_outBuffer o = {z.data, ZSTD_compressBound(N), 0};
+            ZSTD_inBuffer in = {text, N, 0};
+            n = ZSTD_compressStream2(c, &o, &in, ZSTD_e_continue);
+            assert_false(ZSTD_isError(n));
+            n = ZSTD_compressStream2(c, &o, &in, ZSTD_e_end);
+            assert_int_equal(n, 0);
+            z.len = o.pos;
+        }
+        ZSTD_freeCCtx(c);
+        fc_buf_reset(&out);
+        assert_int_equal(fc_unzstd(z.data, z.len, 0, &out, &err), FC_EPROTO);
+        assert_non_null(strstr(err.msg, "zstd: "));
+    }
+    fc_buf_release(&z);
+    fc_buf_release(&out);
+    free(text);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -362,6 +436,7 @@ int main(void)
         cmocka_unit_test(test_multipart_parses_sdk_shape),
         cmocka_unit_test(test_json),
         cmocka_unit_test(test_gunzip),
+        cmocka_unit_test(test_unzstd),
         cmocka_unit_test(test_pyroscope_name),
         cmocka_unit_test(test_pyroscope_time),
         cmocka_unit_test(test_profile_names_as_pyroscope),
