@@ -320,6 +320,7 @@ struct build {
     struct fc_service *svc;
     struct fc_diag *diag;
     const struct fc_node *sections[3]; /* receivers, processors, exporters */
+    bool *used[3];                     /* per definition of each section: in some pipeline */
 };
 
 /* "type" or "type/name"; the type must be a word. */
@@ -514,7 +515,7 @@ static struct fc_processor *new_processor(struct build *b, const struct fc_node_
 
 /* Reads a pipeline's list of ids; each must be defined in its section. */
 static void pipeline_list(struct build *b, struct pipeline *p, const struct fc_node *pnode,
-                          enum fc_kind kind, bool *used_defs[3])
+                          enum fc_kind kind)
 {
     const char *key = fc_kind_section(kind);
     const struct fc_node *list = fc_node_get(pnode, key);
@@ -557,7 +558,7 @@ static void pipeline_list(struct build *b, struct pipeline *p, const struct fc_n
                           fc_kind_name(kind), item->str, key);
             continue;
         }
-        used_defs[kind][def - b->sections[kind]->pairs] = true;
+        b->used[kind][def - b->sections[kind]->pairs] = true;
         if (kind == FC_KIND_RECEIVER) {
             struct fc_receiver *r = get_receiver(b, def);
             if (r != NULL) {
@@ -608,13 +609,7 @@ static void check_pipeline_keys(struct build *b, const struct fc_node *pnode, co
 static void build_pipelines(struct build *b, const struct fc_node *pipes)
 {
     struct fc_service *svc = b->svc;
-    bool *used[3];
 
-    for (int k = 0; k < 3; k++) {
-        const struct fc_node *sec = b->sections[k];
-        size_t n = (sec != NULL && sec->kind == FC_NODE_MAP) ? sec->n_pairs : 0;
-        used[k] = fc_xcalloc(n + 1, sizeof(bool));
-    }
     if (pipes == NULL || pipes->kind == FC_NODE_NULL ||
         (pipes->kind == FC_NODE_MAP && pipes->n_pairs == 0)) {
         fc_diag_error(b->diag, pipes,
@@ -646,21 +641,74 @@ static void build_pipelines(struct build *b, const struct fc_node *pipes)
             p = &svc->pipelines[svc->n_pipelines++];
             p->name = k->str;
             check_pipeline_keys(b, v, p->name);
-            pipeline_list(b, p, v, FC_KIND_EXPORTER, used);
-            pipeline_list(b, p, v, FC_KIND_PROCESSOR, used);
-            pipeline_list(b, p, v, FC_KIND_RECEIVER, used);
+            pipeline_list(b, p, v, FC_KIND_EXPORTER);
+            pipeline_list(b, p, v, FC_KIND_PROCESSOR);
+            pipeline_list(b, p, v, FC_KIND_RECEIVER);
         }
     }
+}
+
+/*
+ * A component no pipeline uses never runs, but its config is checked all the
+ * same, as the Collector validates every configured component: bound (unknown
+ * keys, types) and created, which makes the checks the schema cannot say,
+ * then destroyed at once.
+ */
+static void check_unused(struct build *b, enum fc_kind kind, const struct fc_node_pair *def)
+{
+    const struct fc_registry_entry *e;
+    struct fc_error err = {0};
+    char type[128];
+    void *cfg;
+
+    if (split_id(def->key->str, type, sizeof(type)) != 0 ||
+        (e = fc_registry_find(kind, type)) == NULL) {
+        return; /* check_section said so */
+    }
+    if ((cfg = bind_config(b, kind, def, e->info)) == NULL) {
+        return;
+    }
+    if (kind == FC_KIND_RECEIVER) {
+        struct fc_receiver r = {.type = fc_receiver_type_of(e), .id = def->key->str, .config = cfg};
+        if (r.type->create(&r, &err) != FC_OK) {
+            report_create(b, kind, def, &err);
+        }
+        if (r.ctx != NULL && r.type->destroy != NULL) {
+            r.type->destroy(&r);
+        }
+    } else if (kind == FC_KIND_PROCESSOR) {
+        struct fc_processor p = {
+            .type = fc_processor_type_of(e), .id = def->key->str, .pipeline = "", .config = cfg};
+        if (p.type->create(&p, &err) != FC_OK) {
+            report_create(b, kind, def, &err);
+        }
+        if (p.ctx != NULL && p.type->destroy != NULL) {
+            p.type->destroy(&p);
+        }
+    } else {
+        struct fc_exporter x = {.type = fc_exporter_type_of(e), .id = def->key->str, .config = cfg};
+        if (x.type->create(&x, &err) != FC_OK) {
+            report_create(b, kind, def, &err);
+        }
+        if (x.ctx != NULL && x.type->destroy != NULL) {
+            x.type->destroy(&x);
+        }
+    }
+}
+
+/* Every definition no pipeline took (with or without a service at all): warned and checked. */
+static void check_unused_all(struct build *b)
+{
     for (int k = 0; k < 3; k++) {
         const struct fc_node *sec = b->sections[k];
         for (size_t i = 0; sec != NULL && sec->kind == FC_NODE_MAP && i < sec->n_pairs; i++) {
-            if (!used[k][i]) {
+            if (!b->used[k][i]) {
                 fc_diag_warn(b->diag, sec->pairs[i].key,
                              "%s.%s is defined but not used in any pipeline", fc_kind_section(k),
                              sec->pairs[i].key->str);
+                check_unused(b, (enum fc_kind)k, &sec->pairs[i]);
             }
         }
-        free(used[k]);
     }
 }
 
@@ -688,7 +736,7 @@ struct fc_service *fc_service_build(const struct fc_node *root, struct fc_diag *
 {
     static const char *const top_keys[] = {"receivers", "processors", "exporters", "service"};
     struct fc_service *svc = fc_xcalloc(1, sizeof(*svc));
-    struct build b = {svc, diag, {NULL, NULL, NULL}};
+    struct build b = {svc, diag, {NULL, NULL, NULL}, {NULL, NULL, NULL}};
     const struct fc_node *service;
     size_t errors_before = diag->n_errors;
 
@@ -713,8 +761,11 @@ struct fc_service *fc_service_build(const struct fc_node *root, struct fc_diag *
         }
     }
     for (int k = 0; k < 3; k++) {
-        b.sections[k] = fc_node_get(root, fc_kind_section((enum fc_kind)k));
+        const struct fc_node *sec = fc_node_get(root, fc_kind_section((enum fc_kind)k));
+        b.sections[k] = sec;
         check_section(&b, (enum fc_kind)k);
+        b.used[k] = fc_xcalloc((sec != NULL && sec->kind == FC_NODE_MAP ? sec->n_pairs : 0) + 1,
+                               sizeof(bool));
     }
     service = fc_node_get(root, "service");
     if (service == NULL) {
@@ -727,6 +778,10 @@ struct fc_service *fc_service_build(const struct fc_node *root, struct fc_diag *
                        &svc->cfg, "service", diag);
         check_http_settings(&svc->cfg, service, diag);
         build_pipelines(&b, fc_node_get(service, "pipelines"));
+    }
+    check_unused_all(&b);
+    for (int k = 0; k < 3; k++) {
+        free(b.used[k]);
     }
     if (diag->n_errors > errors_before) {
         fc_service_free(svc);

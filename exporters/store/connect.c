@@ -42,6 +42,7 @@ struct call {
     bool json;
     struct fc_http_response *resp;
     struct fc_error err;
+    const char *msg; /* when set (arena): the error's message, longer than err.msg holds */
 };
 
 /* Whether start and end (ms) are in range; else c->err names the field. */
@@ -145,6 +146,107 @@ static char *id_part(struct call *c, const char *id, int i)
     }
     n = strchr(p, ':') ? (size_t)(strchr(p, ':') - p) : strlen(p);
     return fc_arena_strndup(c->arena, p, n);
+}
+
+/* Length and code point of the UTF-8 sequence at u, or 0 when it is not one (Go's RuneError). */
+static size_t utf8_rune(const unsigned char *u, uint32_t *r)
+{
+    size_t need = u[0] >= 0xF0 ? 3 : u[0] >= 0xE0 ? 2 : u[0] >= 0xC2 ? 1 : 0;
+
+    if (need == 0 || u[0] > 0xF4) {
+        return 0;
+    }
+    *r = u[0] & (0x3F >> need);
+    for (size_t k = 1; k <= need; k++) {
+        if ((u[k] & 0xC0) != 0x80) {
+            return 0; /* also stops at the terminating NUL */
+        }
+        *r = *r << 6 | (u[k] & 0x3F);
+    }
+    if ((need == 2 && (*r < 0x800 || (*r >= 0xD800 && *r <= 0xDFFF))) ||
+        (need == 3 && (*r < 0x10000 || *r > 0x10FFFF))) {
+        return 0; /* overlong, surrogate, or past U+10FFFF */
+    }
+    return need + 1;
+}
+
+/* Appends s quoted as Go's %q (strconv.Quote): exact for ASCII, close for the rest. */
+static void go_quote(struct fc_buf *out, const char *s)
+{
+    const unsigned char *u = (const unsigned char *)s;
+
+    fc_buf_puts(out, "\"");
+    while (*u != '\0') {
+        uint32_t r = *u;
+        size_t len = r < 0x80 ? 1 : utf8_rune(u, &r);
+        const char *named = r == '\a'   ? "\\a"
+                            : r == '\b' ? "\\b"
+                            : r == '\f' ? "\\f"
+                            : r == '\n' ? "\\n"
+                            : r == '\r' ? "\\r"
+                            : r == '\t' ? "\\t"
+                            : r == '\v' ? "\\v"
+                            : r == '"'  ? "\\\""
+                            : r == '\\' ? "\\\\"
+                                        : NULL;
+        if (len == 0) {
+            fc_buf_printf(out, "\\x%02x", *u);
+            len = 1;
+        } else if (named != NULL) {
+            fc_buf_puts(out, named);
+        } else if (r < 0x20 || r == 0x7F) {
+            fc_buf_printf(out, "\\x%02x", (unsigned)r);
+        } else if ((r >= 0x80 && r <= 0xA0) || r == 0xAD || (r >= 0x200B && r <= 0x200F) ||
+                   r == 0x2028 || r == 0x2029 || r == 0xFEFF) {
+            fc_buf_printf(out, "\\u%04x", (unsigned)r); /* not unicode.IsPrint */
+        } else {
+            fc_buf_append(out, u, len);
+        }
+        u += len;
+    }
+    fc_buf_puts(out, "\"");
+}
+
+bool store_profile_type_valid(const char *id)
+{
+    size_t parts = 1;
+
+    for (const char *p = id; *p != '\0'; p++) {
+        parts += *p == ':';
+    }
+    return parts == 5 || parts == 6;
+}
+
+/*
+ * Pyroscope's model.ParseProfileTypeSelector: an id of 5 colon-separated
+ * parts, or 6 (a trailing `delta` part the stored type does not carry).
+ * Returns the 5-part id (arena); else NULL with Pyroscope's message.
+ */
+static char *parse_type_id(struct call *c, const char *id)
+{
+    struct fc_buf msg;
+    size_t parts = 1;
+    const char *sixth = NULL;
+
+    for (const char *p = id; *p != '\0'; p++) {
+        if (*p == ':' && ++parts == 6) {
+            sixth = p;
+        }
+    }
+    if (store_profile_type_valid(id)) {
+        return fc_arena_strndup(c->arena, id, sixth ? (size_t)(sixth - id) : strlen(id));
+    }
+    fc_buf_init(&msg, 0);
+    fc_buf_printf(&msg,
+                  "profile-type selection must be of the form "
+                  "<name>:<sample-type>:<sample-unit>:<period-type>:<period-unit>(:delta), "
+                  "got(%zu): ",
+                  parts);
+    go_quote(&msg, id);
+    c->msg = fc_arena_strndup(c->arena, (const char *)msg.data, msg.len);
+    fc_errorf(&c->err, FC_EPROTO, "%s", c->msg);
+    fc_buf_release(&msg);
+    return NULL;
 }
 
 /* Parses every selector string; on error c->err says which. */
@@ -366,12 +468,33 @@ static void label_values(struct call *c, const uint8_t *body, size_t len)
                    &resp.n_names, &resp.base);
 }
 
+struct labels_row {
+    const char *key; /* the answered label set, canonical (name 0x01 value 0x02 ...) */
+    size_t index;
+};
+
+static int by_key_then_index(const void *a, const void *b)
+{
+    const struct labels_row *x = a, *y = b;
+    int d = strcmp(x->key, y->key);
+    return d != 0 ? d : x->index < y->index ? -1 : x->index > y->index;
+}
+
+/*
+ * Series: the label sets of the matching series with data in the range.
+ * With label_names, as Pyroscope's series-labels query: each set cut to those
+ * names and every distinct set once (in first-seen order), and none at all
+ * when no matching series has any of the names.
+ */
 static void series(struct call *c, const uint8_t *body, size_t len)
 {
     Querier__V1__SeriesRequest *req =
         read_request(c, &querier__v1__series_request__descriptor, body, len);
     Querier__V1__SeriesResponse resp = QUERIER__V1__SERIES_RESPONSE__INIT;
     struct fc_selector *sels;
+    struct labels_row *rows;
+    Types__V1__Labels **sets;
+    bool *dup, any_named = false;
     char **v;
     size_t n;
 
@@ -385,13 +508,17 @@ static void series(struct call *c, const uint8_t *body, size_t len)
         free_selectors(sels, req->n_matchers);
         return;
     }
-    resp.labels_set = anew(c, n * sizeof(Types__V1__Labels *));
+    rows = anew(c, n * sizeof(*rows));
+    sets = anew(c, n * sizeof(*sets));
+    dup = anew(c, n * sizeof(*dup));
     for (size_t i = 0; i < n; i++) {
         struct label_ref *l;
         size_t k = split_labels(c, v[i], &l);
+        struct fc_buf key;
         Types__V1__Labels *ls = anew(c, sizeof(*ls));
         types__v1__labels__init(ls);
         ls->labels = anew(c, k * sizeof(Types__V1__LabelPair *));
+        fc_buf_init(&key, 0);
         for (size_t j = 0; j < k; j++) {
             Types__V1__LabelPair *lp;
             bool wanted = req->n_label_names == 0;
@@ -407,25 +534,43 @@ static void series(struct call *c, const uint8_t *body, size_t len)
             lp->name = fc_arena_strndup(c->arena, l[j].name, l[j].name_len);
             lp->value = fc_arena_strndup(c->arena, l[j].value, l[j].value_len);
             ls->labels[ls->n_labels++] = lp;
+            fc_buf_append(&key, l[j].name, l[j].name_len + 1 + l[j].value_len + 1);
         }
-        resp.labels_set[resp.n_labels_set++] = ls;
+        any_named = any_named || ls->n_labels > 0;
+        rows[i].key = fc_arena_strndup(c->arena, key.len ? (const char *)key.data : "", key.len);
+        rows[i].index = i;
+        sets[i] = ls;
+        fc_buf_release(&key);
+    }
+    if (req->n_label_names > 0 && n > 1) {
+        qsort(rows, n, sizeof(*rows), by_key_then_index);
+        for (size_t i = 1; i < n; i++) {
+            dup[rows[i].index] = strcmp(rows[i].key, rows[i - 1].key) == 0;
+        }
+    }
+    resp.labels_set = anew(c, n * sizeof(Types__V1__Labels *));
+    for (size_t i = 0; i < n && (any_named || req->n_label_names == 0); i++) {
+        if (!dup[i]) {
+            resp.labels_set[resp.n_labels_set++] = sets[i];
+        }
     }
     fc_store_strings_free(v, n);
     free_selectors(sels, req->n_matchers);
     answer(c, &resp.base);
 }
 
-/* profile_typeID + label_selector -> one selector with that type. */
+/* profile_typeID (as Pyroscope parses it) + label_selector -> one selector with that type. */
 static bool query_of(struct call *c, const char *type_id, const char *label_selector,
                      int64_t start_ms, int64_t end_ms, struct fc_selector *sel,
                      struct fc_store_query *q)
 {
+    const char *type5;
+
     memset(q, 0, sizeof(*q));
     if (!times_ok(c, start_ms, end_ms)) {
         return false;
     }
-    if (type_id == NULL || type_id[0] == '\0') {
-        fc_errorf(&c->err, FC_EPROTO, "profile_typeID is required");
+    if ((type5 = parse_type_id(c, type_id != NULL ? type_id : "")) == NULL) {
         return false;
     }
     if (fc_selector_parse(label_selector && label_selector[0] ? label_selector : "{}", sel,
@@ -433,7 +578,7 @@ static bool query_of(struct call *c, const char *type_id, const char *label_sele
         return false;
     }
     free(sel->profile_type);
-    sel->profile_type = fc_xstrdup(type_id);
+    sel->profile_type = fc_xstrdup(type5);
     if (start_ms > end_ms) {
         fc_selector_release(sel);
         fc_errorf(&c->err, FC_EPROTO, "start is after end");
@@ -775,6 +920,11 @@ static void select_series(struct call *c, const uint8_t *body, size_t len)
         !query_of(c, req->profile_typeid, req->label_selector, req->start, req->end, &sel, &q)) {
         return;
     }
+    if (req->step < 0.001) { /* Pyroscope's check (NaN passes it, refused just below) */
+        fc_errorf(&c->err, FC_EPROTO, "step must be >= 1ms");
+        fc_selector_release(&sel);
+        return;
+    }
     if (store_series_step(req->step, req->start, req->end, &step_ms, &buckets, &c->err) != FC_OK) {
         fc_selector_release(&sel);
         return;
@@ -787,13 +937,18 @@ static void select_series(struct call *c, const uint8_t *body, size_t len)
         return;
     }
     rank = fc_xcalloc(n + 1, sizeof(*rank));
-    for (size_t i = 0; i < n; i++) {
-        rank[i].ts = &ts[i];
-        for (size_t b = 0; b < buckets; b++) {
-            rank[i].total = fc_sat_add(rank[i].total, ts[i].buckets[b]);
-        }
-    }
     n_all = n;
+    n = 0;
+    for (size_t i = 0; i < n_all; i++) {
+        bool points = false;
+        rank[n].ts = &ts[i];
+        rank[n].total = 0;
+        for (size_t b = 0; b < buckets; b++) {
+            rank[n].total = fc_sat_add(rank[n].total, ts[i].buckets[b]);
+            points = points || ts[i].buckets[b] != 0;
+        }
+        n += points; /* as Pyroscope: a series without a point in the range is none */
+    }
     qsort(rank, n, sizeof(*rank), by_ranked);
     if (req->limit > 0 && (size_t)req->limit < n) {
         n = (size_t)req->limit; /* the top N series by total */
@@ -896,7 +1051,7 @@ static void on_connect(void *ctx, const struct fc_http_request *req, struct fc_h
                       c.err.code == FC_ENOTSUP  ? "unimplemented"
                       : c.err.code == FC_EPROTO ? "invalid_argument"
                                                 : "internal",
-                      c.err.msg);
+                      c.msg != NULL ? c.msg : c.err.msg);
     }
     fc_arena_free(c.arena);
     fc_buf_release(&plain);

@@ -83,6 +83,10 @@ static int parse_query_named(struct store_exporter *x, const struct fc_http_requ
                          "query must contain a profile-type selection, e.g. "
                          "process_cpu:cpu:nanoseconds:cpu:nanoseconds{}");
     }
+    if (!store_profile_type_valid(q->sel.profile_type)) {
+        fc_selector_release(&q->sel);
+        return fc_errorf(err, FC_EPROTO, "failed to parse '%s'", param); /* Pyroscope's */
+    }
     q->from_ns = now - 3600LL * 1000000000LL;
     q->until_ns = now;
     if ((from != NULL && fc_pyro_parse_time(from, now, &q->from_ns, err) != FC_OK) ||

@@ -88,6 +88,9 @@ static inline void fc_u64s_push(struct fc_u64s *s, uint64_t x)
 int store_series_step(double step, int64_t start_ms, int64_t end_ms, int64_t *step_ms,
                       size_t *points, struct fc_error *err);
 
+/* Whether a profile type id has Pyroscope's 5 (or 6, `:delta`) colon-separated parts. */
+bool store_profile_type_valid(const char *id);
+
 int store_query_routes(struct store_exporter *x, struct fc_http_server *srv, struct fc_error *err);
 int store_connect_routes(struct store_exporter *x, struct fc_http_server *srv,
                          struct fc_error *err);

@@ -314,3 +314,159 @@ def pb_vi(n, v):
 
 def pb_packed(n, values):
     return pb_ld(n, b"".join(pb_put_varint(v) for v in values))
+
+
+# ---- Go's pprof: the reference the store's answers are compared with ----------------------------
+# scripts/setup (run by scripts/test) builds it from Debian's packages at build/tools/pprof;
+# FLAMECOL_PPROF names another one (scripts/mutations points it at the checkout's).
+import re  # noqa: E402 (only the pprof report parsers below use it)
+
+PPROF = os.environ.get("FLAMECOL_PPROF") or os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "..", "..", "build", "tools", "pprof")
+
+
+def pb_fields(data):
+    """{field: [values]} of one protobuf message: varints and fixed64/fixed32 as ints,
+    length-delimited as bytes."""
+    fields, i = {}, 0
+    while i < len(data):
+        key, i = pb_varint(data, i)
+        num, wire = key >> 3, key & 7
+        if wire == 0:
+            v, i = pb_varint(data, i)
+        elif wire == 2:
+            n, i = pb_varint(data, i)
+            v, i = data[i:i + n], i + n
+        elif wire == 1:
+            v, i = int.from_bytes(data[i:i + 8], "little"), i + 8
+        elif wire == 5:
+            v, i = int.from_bytes(data[i:i + 4], "little"), i + 4
+        else:
+            raise AssertionError("wire type %d" % wire)
+        fields.setdefault(num, []).append(v)
+    return fields
+
+
+def pprof_header(name):
+    """([(type, unit)] by sample index, (period type, unit), period) of a corpus file,
+    read with profile.proto's field numbers: Profile.sample_type = 1,
+    string_table = 6, period_type = 11, period = 12; ValueType.type = 1, unit = 2."""
+    raw = read_corpus(name)
+    prof = pb_fields(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
+    strings = [s.decode() for s in prof.get(6, [])]
+
+    def vt(b):
+        f = pb_fields(b)
+        return strings[f.get(1, [0])[0]], strings[f.get(2, [0])[0]]
+
+    types = [vt(b) for b in prof.get(1, [])]
+    period_type = vt(prof[11][0]) if 11 in prof else ("", "")
+    return types, period_type, prof.get(12, [0])[0]
+
+
+def entries(listed):
+    """A list of (total, flat) as a comparable value: flat rows of 0 left out, sorted."""
+    return sorted((total, sorted((fn, v) for fn, v in flat.items() if v)) for total, flat in listed)
+
+
+def go_pprof():
+    """The path of Go's pprof. Missing is a failure, never a skip: CI must compare with it."""
+    if not os.access(PPROF, os.X_OK):
+        raise AssertionError("Go's pprof is not at %s: run scripts/setup --deps (it builds it from "
+                             "Debian's golang-github-google-pprof-dev)" % PPROF)
+    return PPROF
+
+
+def run_pprof(*args, cwd=None):
+    """stdout of `pprof ARGS...`; a non-zero exit is a failure showing pprof's stderr."""
+    r = subprocess.run([go_pprof(), *args], capture_output=True, text=True, cwd=cwd)
+    if r.returncode != 0:
+        raise AssertionError("pprof %s: exit %d\n%s" % (" ".join(args), r.returncode, r.stderr))
+    return r.stdout
+
+
+def pprof_raw_header(path):
+    """What `pprof -raw` says of a profile: {"period_type": (type, unit) or None, "period": int,
+    "sample_types": [(type, unit), ...]} in the profile's order."""
+    out = {"period_type": None, "period": 0, "sample_types": []}
+    lines = run_pprof("-raw", path).splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("PeriodType: "):
+            t, u = line[len("PeriodType: "):].split()
+            out["period_type"] = (t, u)
+        elif line.startswith("Period: "):
+            out["period"] = int(line.split()[1])
+        elif line == "Samples:":
+            for st in lines[i + 1].split():
+                t, u = st.replace("[dflt]", "").split("/")
+                out["sample_types"].append((t, u))
+            break
+    return out
+
+
+def pprof_value(text):
+    """An exact value of a pprof report cell printed with -unit=ns ("200000000ns", "166563665B",
+    "12720", "0"): its integer."""
+    digits = text.rstrip("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+    if not digits.lstrip("-").isdigit():
+        raise AssertionError("pprof printed %r: not an exact value (is -unit=ns given?)" % text)
+    return int(digits)
+
+
+def pprof_top(paths, *options):
+    """`pprof -top` of one or more profiles (pprof merges several itself), every node and exact
+    values: {"header": [lines before the column titles], "type": the Type: line's value,
+    "total": int, "rows": [(name, inline mark, flat, cum)]}; the name is pprof's (with -lines:
+    "function file:line"), the inline mark "", "(inline)" or "(partial-inline)"."""
+    if isinstance(paths, str):
+        paths = [paths]
+    text = run_pprof("-top", "-unit=ns", "-nodecount=1000000", "-nodefraction=0",
+                     "-edgefraction=0", *options, *paths)
+    out = {"header": [], "type": None, "total": None, "rows": []}
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines) and lines[i].split() != ["flat", "flat%", "sum%", "cum", "cum%"]:
+        line = lines[i]
+        out["header"].append(line)
+        if line.startswith("Type: "):
+            out["type"] = line[len("Type: "):].strip()
+        elif line.startswith("Showing nodes accounting for "):
+            out["total"] = pprof_value(line.split(" of ")[1].split()[0].rstrip(","))
+        i += 1
+    if i == len(lines):
+        raise AssertionError("no column titles in pprof -top output:\n" + text)
+    row = re.compile(r"^\s*(\S+)\s+\S+%\s+\S+%\s+(\S+)\s+\S+%  (.*)$")
+    for line in lines[i + 1:]:
+        m = row.match(line)
+        if not m:
+            raise AssertionError("unexpected pprof -top line %r" % line)
+        name, mark = m.group(3), ""
+        for suffix in (" (inline)", " (partial-inline)"):
+            if name.endswith(suffix):
+                name, mark = name[:-len(suffix)], suffix[1:]
+        out["rows"].append((name, mark, pprof_value(m.group(1)), pprof_value(m.group(2))))
+    return out
+
+
+def pprof_top_flat(top):
+    """{function: flat} of pprof_top rows, rows of one name summed, zero rows left out (what a
+    flame graph's self values add up to per name)."""
+    flat = {}
+    for name, _, f, _ in top["rows"]:
+        if f:
+            flat[name] = flat.get(name, 0) + f
+    return flat
+
+
+def flamegraph_flat(names, levels):
+    """(total, {function: self}) of a flame graph given as names and levels of [x, total, self,
+    name index] quadruples (flamebearer and Connect's FlameGraph alike); zero selfs left out."""
+    flat, total = {}, 0
+    for depth, level in enumerate(levels):
+        for i in range(0, len(level), 4):
+            if depth == 0:
+                total += int(level[i + 1])
+            if int(level[i + 2]):
+                name = names[int(level[i + 3])]
+                flat[name] = flat.get(name, 0) + int(level[i + 2])
+    return total, flat

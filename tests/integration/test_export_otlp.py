@@ -38,7 +38,8 @@ import grpc
 
 from fake_peers import (Answer, GrpcAnswer, GrpcPeer, HttpPeer, make_certs, partial_success_response,
                         read, rpc_status, server_ssl_context)
-from harness import (BIN, Collector, convert, corpus_files, free_port, http, multipart, parse_top, pb_ld,
+from harness import (BIN, Collector, convert, corpus_files, free_port, http, multipart, parse_top, pb_fields,
+                     pb_ld,
                      pb_packed, pb_put_varint, pb_varint, pb_varints, pb_vi, read_corpus)
 
 METHOD = "/opentelemetry.proto.collector.profiles.v1development.ProfilesService/Export"
@@ -231,27 +232,6 @@ def fixture_expected():
 
 # ---- OTLP as the peer received it, decoded here ---------------------------------------------
 
-def pb_read(data):
-    """{field number: [values]}: varints as ints, length-delimited as bytes, fixed as ints."""
-    out, i = {}, 0
-    while i < len(data):
-        tag, i = pb_varint(data, i)
-        n, wire = tag >> 3, tag & 7
-        if wire == 0:
-            v, i = pb_varint(data, i)
-        elif wire == 1:
-            v, i = int.from_bytes(data[i:i + 8], "little"), i + 8
-        elif wire == 5:
-            v, i = int.from_bytes(data[i:i + 4], "little"), i + 4
-        elif wire == 2:
-            ln, i = pb_varint(data, i)
-            v, i = data[i:i + ln], i + ln
-        else:
-            raise AssertionError("wire type %d" % wire)
-        out.setdefault(n, []).append(v)
-    return out
-
-
 # message -> {field: (JSON name, type, repeated)}; types: a message name, int, str, hex, packed
 SCHEMA = {
     "Request": {1: ("resourceProfiles", "ResourceProfiles", True), 2: ("dictionary", "Dictionary", False)},
@@ -288,7 +268,7 @@ SCHEMA = {
 def to_json_shape(msg, data):
     """Protobuf bytes -> the dict OTLP JSON would give (lowerCamelCase names)."""
     out = {}
-    for n, values in pb_read(data).items():
+    for n, values in pb_fields(data).items():
         if n not in SCHEMA[msg]:
             continue
         name, typ, repeated = SCHEMA[msg][n]

@@ -25,9 +25,9 @@ import time
 import unittest
 import urllib.parse
 
-from harness import BIN, Collector, convert, corpus_files, free_port, http, multipart, parse_top, \
+from harness import BIN, Collector, convert, corpus_files, entries, free_port, http, multipart, \
+    parse_top, pprof_header, \
     pb_ld, pb_packed, pb_varint, pb_vi, read_corpus
-from test_forward_chain import entries, pprof_header
 
 B_CONFIG = """
 receivers:

@@ -34,7 +34,8 @@ import urllib.parse
 
 import grpc
 
-from harness import BIN, Collector, convert, corpus_files, free_port, http, multipart, \
+from harness import BIN, Collector, convert, corpus_files, entries, free_port, http, multipart, \
+    pprof_header, \
     parse_top, pb_varint, read_corpus
 
 METHOD = "/opentelemetry.proto.collector.profiles.v1development.ProfilesService/Export"
@@ -134,44 +135,6 @@ TENANT_GO, TENANT_NODE, TENANT_OTLP = "team-a", "team-b", "anonymous"
 
 # ---- references: what the corpus file itself says ------------------------------------------
 
-def pb_fields(data):
-    """{field: [values]} of one protobuf message (varints and length-delimited bytes)."""
-    fields, i = {}, 0
-    while i < len(data):
-        key, i = pb_varint(data, i)
-        num, wire = key >> 3, key & 7
-        if wire == 0:
-            v, i = pb_varint(data, i)
-        elif wire == 2:
-            n, i = pb_varint(data, i)
-            v, i = data[i:i + n], i + n
-        elif wire == 1:
-            v, i = data[i:i + 8], i + 8
-        elif wire == 5:
-            v, i = data[i:i + 4], i + 4
-        else:
-            raise ValueError("wire type %d" % wire)
-        fields.setdefault(num, []).append(v)
-    return fields
-
-
-def pprof_header(name):
-    """([(type, unit)] by sample index, (period type, unit), period) of a corpus file,
-    read with profile.proto's field numbers: Profile.sample_type = 1,
-    string_table = 6, period_type = 11, period = 12; ValueType.type = 1, unit = 2."""
-    raw = read_corpus(name)
-    prof = pb_fields(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
-    strings = [s.decode() for s in prof.get(6, [])]
-
-    def vt(b):
-        f = pb_fields(b)
-        return strings[f.get(1, [0])[0]], strings[f.get(2, [0])[0]]
-
-    types = [vt(b) for b in prof.get(1, [])]
-    period_type = vt(prof[11][0]) if 11 in prof else ("", "")
-    return types, period_type, prof.get(12, [0])[0]
-
-
 def expected(name, scaled):
     """{(sample type, unit): [(total, {function: flat})]} the backend must answer for one
     corpus file, from its pprof -top reference: one entry per source sample type; with
@@ -190,11 +153,6 @@ def expected(name, scaled):
         assert sum(flat.values()) == section["total"] * scale, (name, key)  # every row is there
         out.setdefault(key, []).append((section["total"] * scale, flat))
     return out
-
-
-def entries(listed):
-    """A list of (total, flat) as a comparable value: flat rows of 0 left out, sorted."""
-    return sorted((total, sorted((fn, v) for fn, v in flat.items() if v)) for total, flat in listed)
 
 
 # ---- talking to the processes --------------------------------------------------------------

@@ -15,7 +15,8 @@ import grpc
 from harness import Collector, free_port, http, pb_ld, pb_packed, pb_put_varint, pb_vi
 
 METHOD = "/opentelemetry.proto.collector.profiles.v1development.ProfilesService/Export"
-CPU = "process_cpu:cpu:nanoseconds:cpu:nanoseconds"
+# An OTLP cpu:nanoseconds profile with a cpu period is named after its period type (README).
+CPU = "cpu:cpu:nanoseconds:cpu:nanoseconds"
 
 PIPELINE = """
 receivers:

@@ -34,6 +34,8 @@ INUSE = "memory:inuse_space:bytes:space:bytes"
 # __name__ from its period type (README, "The otlp receiver").
 PPROF_COUNT = "process_cpu:samples:count:samples:count"
 OTLP_COUNT = "samples:samples:count:samples:count"
+# An OTLP cpu:nanoseconds profile (period cpu:nanoseconds) is named after its period type.
+OTLP_CPU = "cpu:cpu:nanoseconds:cpu:nanoseconds"
 T0 = 1700000000  # seconds; every hand-made profile carries its own time
 
 PIPELINE = """
@@ -501,13 +503,13 @@ class ReceiverRefsTest(unittest.TestCase):
         self.assertEqual(self.export(otlp("fixture-grpc", [cpu, count]), timeout=10), b"")
         for service in ("fixture-http", "fixture-grpc"):
             sel = 'service_name="%s"' % service
-            self.assertEqual(self.folded(CPU + "{%s}" % sel), want_cpu, service)
-            self.assertEqual(self.total(CPU + "{%s}" % sel), 60, service)
+            self.assertEqual(self.folded(OTLP_CPU + "{%s}" % sel), want_cpu, service)
+            self.assertEqual(self.total(OTLP_CPU + "{%s}" % sel), 60, service)
             self.assertEqual(self.folded(OTLP_COUNT + "{%s}" % sel), want_count)
-            self.assertEqual(self.folded(CPU + '{%s,thread="t1"}' % sel), {"main;a;b": 8, "main;a;c": 12})
-            self.assertEqual(self.folded(CPU + '{%s,thread="t2",region="eu"}' % sel), {"main;d": 6})
-            self.assertEqual(self.folded(CPU + '{%s,thread=""}' % sel), {"main;a;b": 30, "main;a": 4})
-            fb = json.loads(self.render(CPU + "{%s}" % sel))["flamebearer"]
+            self.assertEqual(self.folded(OTLP_CPU + '{%s,thread="t1"}' % sel), {"main;a;b": 8, "main;a;c": 12})
+            self.assertEqual(self.folded(OTLP_CPU + '{%s,thread="t2",region="eu"}' % sel), {"main;d": 6})
+            self.assertEqual(self.folded(OTLP_CPU + '{%s,thread=""}' % sel), {"main;a;b": 30, "main;a": 4})
+            fb = json.loads(self.render(OTLP_CPU + "{%s}" % sel))["flamebearer"]
             # The flame graph by hand: root total 60; main 60; a 54, d 6; b 38, c 12 (a self 4).
             flat = {}
             for level in fb["levels"]:

@@ -554,7 +554,7 @@ class ConnectApiTest(unittest.TestCase):
         self.assertEqual((status, body["code"]), (501, "unimplemented"))
         status, _, body = connect(self.c, "SelectMergeStacktraces", {"labelSelector": "{}"})
         self.assertEqual(status, 400)
-        self.assertIn("profile_typeID is required", body["message"])
+        self.assertIn("profile-type selection must be of the form", body["message"])  # Pyroscope's
         status, _, body = connect(self.c, "SelectMergeStacktraces", b"\x0a\xff\xff", json_=False)
         self.assertEqual(status, 400)
         status, _, _ = http("POST", self.c.base + "/querier.v1.QuerierService/ProfileTypes", b"{}",
