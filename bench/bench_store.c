@@ -6,7 +6,10 @@
  * Also bytes on disk per profile next to the raw .pb.gz bytes, and ingest
  * throughput with sync: batch (one commit per group of 16 profiles), and
  * the bytes per profile once the 10 s windows are compacted (fine_retention)
- * with the steady state that gives under the default retention.
+ * with the steady state that gives under the default retention. What the
+ * line-level detail costs: the 24 h flame graph by line (granularity=lines),
+ * the nodes of the full-detail tree beside the flame graph's, and building
+ * the merged pprof from it.
  *
  *   bench_store CORPUS_DIR [series=4] [hours=24]
  *
@@ -15,6 +18,7 @@
 #include "bench/bench_util.h"
 #include "core/batch.h"
 #include "core/timeutil.h"
+#include "exporters/store/store.h"
 #include "formats/pprof.h"
 #include "formats/pyroscope.h"
 #include "storage/store.h"
@@ -209,6 +213,47 @@ int main(int argc, char **argv)
                    (double)tree_ns[RUNS * 99 / 100] / 1e6, merged, (double)flat_ns[1] / 1e6,
                    merged_flat, (double)flat_ns[1] / (double)tree_ns[RUNS / 2],
                    (double)raw_ns / 1e6, (double)raw_ns / (double)tree_ns[RUNS / 2]);
+        }
+        {
+            /* The 24 h query by line, and the merged pprof of its full-detail tree. */
+            enum { RUNS = 31 };
+            int64_t lines_ns[RUNS], pprof_ns[RUNS];
+            uint32_t fn_nodes = 0, line_nodes = 0, frame_nodes = 0;
+            size_t pprof_bytes = 0;
+            for (int run = 0; run < RUNS; run++) {
+                struct fc_store_query q = {"anonymous", &sel, 0, 0, false};
+                struct fc_store_result res;
+                struct fc_store_stats st;
+                struct fc_buf out;
+                int64_t start = BASE_S;
+                q.from_ns = start * 1000000000LL + 3000000000LL;
+                q.until_ns = (start + 86400) * 1000000000LL + 3000000000LL;
+                fc_store_select_merge(store, &q, &res, &st, &err);
+                fn_nodes = res.tree.n;
+                frame_nodes = res.frames_tree.n;
+                fc_buf_init(&out, 0);
+                t0 = fc_now_mono_ns();
+                store_tree_to_pprof(&res, "process_cpu:cpu:nanoseconds:cpu:nanoseconds", &out,
+                                    &err);
+                pprof_ns[run] = fc_now_mono_ns() - t0;
+                pprof_bytes = out.len;
+                fc_buf_release(&out);
+                fc_store_result_release(&res);
+                q.granularity = FC_FRAME_LINES;
+                t0 = fc_now_mono_ns();
+                fc_store_select_merge(store, &q, &res, &st, &err);
+                lines_ns[run] = fc_now_mono_ns() - t0;
+                line_nodes = res.tree.n;
+                fc_store_result_release(&res);
+            }
+            qsort(lines_ns, RUNS, sizeof(int64_t), cmp_i64);
+            qsort(pprof_ns, RUNS, sizeof(int64_t), cmp_i64);
+            printf("lines: 24h one series by line (granularity=lines) p50 %.2f ms p99 %.2f ms; "
+                   "tree nodes: %u by function, %u by line, %u frame records (full detail); "
+                   "merged pprof built in p50 %.2f ms (%zu bytes before gzip)\n",
+                   (double)lines_ns[RUNS / 2] / 1e6, (double)lines_ns[RUNS * 99 / 100] / 1e6,
+                   fn_nodes, line_nodes, frame_nodes, (double)pprof_ns[RUNS / 2] / 1e6,
+                   pprof_bytes);
         }
         fc_selector_release(&sel);
     }

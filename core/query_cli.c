@@ -6,20 +6,25 @@
 
 #include <curl/curl.h>
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 static const char usage[] =
     "usage: flamecol query [--url URL] [--tenant ID] [--from T] [--until T]\n"
-    "                      [--top N | --findings | --folded | --pprof FILE] '<type>{selector}'\n"
+    "                      [--top N | --findings | --folded | --pprof FILE | --function NAME]\n"
+    "                      [--lines] '<type>{selector}'\n"
     "\n"
     "Asks a flamecol store (default --url http://127.0.0.1:4040) about a selection, e.g.\n"
     "  flamecol query 'process_cpu:cpu:nanoseconds:cpu:nanoseconds{service_name=\"api\"}' --from "
     "-1h\n"
     "--from/--until: -1h, -30m, -7d (relative to now), now, or unix seconds/ms/ns.\n"
     "--top N (default 10): the top functions by self value; --findings adds the hottest path;\n"
-    "--folded prints folded stacks; --pprof FILE writes a pprof file for `go tool pprof`.\n";
+    "--folded prints folded stacks; --lines tells frames apart by line (\"function file:line\")\n"
+    "in the top, the findings and the folded stacks;\n"
+    "--pprof FILE writes a pprof file for `go tool pprof` (with files, lines and inlining);\n"
+    "--function NAME: that function's self and total per source line, callers and callees.\n";
 
 static size_t on_data(char *p, size_t size, size_t n, void *ctx)
 {
@@ -97,12 +102,58 @@ static int print_findings(const struct fc_buf *body, bool path)
     return 0;
 }
 
+static void print_rows(const struct fc_json *rows, const char *title, double total)
+{
+    printf("\n%s:\n", title);
+    if (rows == NULL || rows->n == 0) {
+        printf("  (none)\n");
+    }
+    for (size_t i = 0; rows != NULL && i < rows->n; i++) {
+        const struct fc_json *r = rows->items[i];
+        printf("%16.0f %6.2f%%  %s\n", num(r, "total"),
+               total > 0 ? 100 * num(r, "total") / total : 0.0, str(r, "name"));
+    }
+}
+
+static int print_function(const struct fc_buf *body)
+{
+    struct fc_arena *a = fc_arena_new(0);
+    struct fc_json *doc;
+    struct fc_error err = {0};
+    const struct fc_json *lines;
+    double all, total;
+
+    if (fc_json_parse(a, (const char *)body->data, body->len, &doc, &err) != FC_OK) {
+        fprintf(stderr, "flamecol query: bad answer: %s\n", err.msg);
+        fc_arena_free(a);
+        return 1;
+    }
+    all = num(doc, "selection_total");
+    total = num(doc, "total");
+    printf("%s  %s\n", str(doc, "function"), str(doc, "profile_type"));
+    printf("self %.0f %s (%.2f%%), total %.0f %s (%.2f%%) of %.0f\n", num(doc, "self"),
+           str(doc, "unit"), all > 0 ? 100 * num(doc, "self") / all : 0.0, total, str(doc, "unit"),
+           all > 0 ? 100 * total / all : 0.0, all);
+    printf("\n%16s %16s  %s\n", "self", "total", "line");
+    lines = fc_json_get(doc, "lines");
+    for (size_t i = 0; lines != NULL && i < lines->n; i++) {
+        const struct fc_json *l = lines->items[i];
+        printf("%16.0f %16.0f  %s:%.0f\n", num(l, "self"), num(l, "total"), str(l, "file"),
+               num(l, "line"));
+    }
+    print_rows(fc_json_get(doc, "callers"), "callers (total through each)", total);
+    print_rows(fc_json_get(doc, "callees"), "callees (total of each)", total);
+    fc_arena_free(a);
+    return 0;
+}
+
 int fc_cmd_query(int argc, char **argv)
 {
     const char *url = "http://127.0.0.1:4040", *tenant = NULL, *from = "-1h", *until = "now";
-    const char *selector = NULL, *pprof_file = NULL;
+    const char *selector = NULL, *pprof_file = NULL, *function = NULL;
     long top = 10;
-    enum { TOP, FINDINGS, FOLDED, PPROF } mode = TOP;
+    bool lines = false;
+    enum { TOP, FINDINGS, FOLDED, PPROF, FUNCTION } mode = TOP;
     char fbuf[64], ubuf[64];
     char *full, *q, *f, *u;
     struct fc_buf body;
@@ -136,6 +187,11 @@ int fc_cmd_query(int argc, char **argv)
         } else if (strcmp(a, "--pprof") == 0 && next) {
             pprof_file = argv[++i];
             mode = PPROF;
+        } else if (strcmp(a, "--function") == 0 && next) {
+            function = argv[++i];
+            mode = FUNCTION;
+        } else if (strcmp(a, "--lines") == 0) {
+            lines = true;
         } else if (a[0] != '-' && selector == NULL) {
             selector = a;
         } else {
@@ -154,12 +210,17 @@ int fc_cmd_query(int argc, char **argv)
     u = curl_easy_escape(curl, time_arg(until, ubuf, sizeof(ubuf)), 0);
     if (mode == TOP || mode == FINDINGS) {
         full = malloc(strlen(url) + strlen(q) + strlen(f) + strlen(u) + 128);
-        sprintf(full, "%s/api/v1/findings?query=%s&from=%s&until=%s&top=%ld", url, q, f, u,
-                mode == FINDINGS && top == 10 ? 10L : top);
+        sprintf(full, "%s/api/v1/findings?query=%s&from=%s&until=%s&top=%ld%s", url, q, f, u,
+                mode == FINDINGS && top == 10 ? 10L : top, lines ? "&granularity=lines" : "");
+    } else if (mode == FUNCTION) {
+        char *fn = curl_easy_escape(curl, function, 0);
+        full = malloc(strlen(url) + strlen(q) + strlen(f) + strlen(u) + strlen(fn) + 128);
+        sprintf(full, "%s/api/v1/function?query=%s&from=%s&until=%s&name=%s", url, q, f, u, fn);
+        curl_free(fn);
     } else {
         full = malloc(strlen(url) + strlen(q) + strlen(f) + strlen(u) + 128);
-        sprintf(full, "%s/pyroscope/render?query=%s&from=%s&until=%s&format=%s", url, q, f, u,
-                mode == FOLDED ? "folded" : "pprof");
+        sprintf(full, "%s/pyroscope/render?query=%s&from=%s&until=%s&format=%s%s", url, q, f, u,
+                mode == FOLDED ? "folded" : "pprof", lines ? "&granularity=lines" : "");
     }
     if (tenant != NULL) {
         char h[256];
@@ -194,6 +255,8 @@ int fc_cmd_query(int argc, char **argv)
         if (out != NULL) {
             fclose(out);
         }
+    } else if (mode == FUNCTION) {
+        rc = print_function(&body);
     } else {
         rc = print_findings(&body, mode == FINDINGS);
     }

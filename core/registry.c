@@ -15,6 +15,8 @@ extern const struct fc_processor_type fc_relabel_processor;
 extern const struct fc_processor_type fc_limits_processor;
 extern const struct fc_processor_type fc_memory_limiter_processor;
 extern const struct fc_processor_type fc_batch_processor;
+extern const struct fc_processor_type fc_downsample_processor;
+extern const struct fc_processor_type fc_spanlink_processor;
 
 static const struct fc_registry_entry types[] = {
     {FC_KIND_RECEIVER, &fc_otlp_receiver.info},
@@ -30,6 +32,8 @@ static const struct fc_registry_entry types[] = {
     {FC_KIND_PROCESSOR, &fc_limits_processor.info},
     {FC_KIND_PROCESSOR, &fc_memory_limiter_processor.info},
     {FC_KIND_PROCESSOR, &fc_batch_processor.info},
+    {FC_KIND_PROCESSOR, &fc_downsample_processor.info},
+    {FC_KIND_PROCESSOR, &fc_spanlink_processor.info},
 };
 
 const char *fc_kind_name(enum fc_kind kind)

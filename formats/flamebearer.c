@@ -346,8 +346,7 @@ int fc_flamebearer_write(const struct fc_tree *t, char *const *names, uint32_t m
 /* ---- diff --------------------------------------------------------------------------------- */
 
 struct dnode {
-    uint32_t name; /* symbol id */
-    const char *label;
+    const char *label; /* siblings sorted by it: the two trees' node ids are their own */
     int64_t lt, ls, rt, rs;
     uint32_t first, next;
 };
@@ -357,15 +356,16 @@ struct dtree {
     uint32_t n, cap;
 };
 
-static uint32_t dchild(struct dtree *t, uint32_t parent, uint32_t name, const char *label)
+static uint32_t dchild(struct dtree *t, uint32_t parent, const char *label)
 {
     uint32_t prev = 0, c = t->v[parent].first, n;
+    int cmp = 1;
 
-    while (c != 0 && t->v[c].name < name) {
+    while (c != 0 && (cmp = strcmp(t->v[c].label, label)) < 0) {
         prev = c;
         c = t->v[c].next;
     }
-    if (c != 0 && t->v[c].name == name) {
+    if (c != 0 && cmp == 0) {
         return c;
     }
     if (t->n == t->cap) {
@@ -374,7 +374,6 @@ static uint32_t dchild(struct dtree *t, uint32_t parent, uint32_t name, const ch
     }
     n = t->n++;
     memset(&t->v[n], 0, sizeof(t->v[n]));
-    t->v[n].name = name;
     t->v[n].label = label;
     t->v[n].next = c;
     if (prev == 0) {
@@ -415,7 +414,7 @@ static void dadd(struct dtree *t, const struct fc_tree *src, char *const *names,
             continue;
         }
         st[n - 1].next = src->nodes[s].next;
-        at = dchild(t, st[n - 1].at, src->nodes[s].name, names[s]);
+        at = dchild(t, st[n - 1].at, names[s]);
         dvalues(&t->v[at], &src->nodes[s], right);
         st = grow(st, &cap, n, sizeof(*st));
         st[n++] = (struct dadd_frame){at, src->nodes[s].first};

@@ -6,9 +6,10 @@
 #include "core/log.h"
 #include "core/mem.h"
 #include "core/timeutil.h"
-#include "formats/folded.h"
+#include "storage/frame.h"
 #include "formats/pb.h"
 #include "formats/pyroscope.h"
+#include "core/span.h"
 
 #include <errno.h>
 #include <lmdb.h>
@@ -39,8 +40,14 @@ static const char *const db_names[N_DBS] = {"sym",   "symid", "series", "sid",  
  */
 #define NODE_HEADER 8
 
-/* The on-disk format; a store written by another format is refused, never misread. */
-#define FORMAT_VERSION 3
+/*
+ * The on-disk format; a store written by another format is refused, never
+ * misread. Format 4 interns frame records (storage/frame.h) where format 3
+ * interned names; a name is a valid symbol of format 4, so a format 3 store
+ * is read as it is and marked 4 at open (a format-3 build then refuses it).
+ */
+#define FORMAT_VERSION 4
+#define FORMAT_NAMES_ONLY 3
 static const char format_key[] = "\0format";
 const char fc_store_coarse_key[15] = "\0coarse_before";
 _Thread_local int fc_store_last_lmdb_rc;
@@ -218,6 +225,10 @@ int fc_store_open(const struct fc_store_options *o, struct fc_store **out, struc
                                  "build reads format %d: move it away or use another path",
                                  o->path, FORMAT_VERSION);
             }
+            v = val(&version, 4);
+            rc = mdb_put(txn, s->db[DB_META], &kv, &v, 0);
+        } else if (rc == 0 && v.mv_size == 4 &&
+                   memcmp(v.mv_data, &(uint32_t){FORMAT_NAMES_ONLY}, 4) == 0) {
             v = val(&version, 4);
             rc = mdb_put(txn, s->db[DB_META], &kv, &v, 0);
         } else if (rc == 0 && (v.mv_size != 4 || memcmp(v.mv_data, &version, 4) != 0)) {
@@ -864,34 +875,34 @@ static size_t group_samples(const struct fc_batch *b, const struct fc_profile *p
     return n;
 }
 
-/* Symbol ids of a sample's frames, root first; memoized per function and per location. */
+/*
+ * Symbol ids of a sample's frames, root first: each frame is a frame record
+ * (storage/frame.h), memoized per line of a location (the dict's line pool)
+ * and per location without lines.
+ */
 struct frames {
-    uint32_t *fn_sym;  /* by function index */
-    uint32_t *loc_sym; /* by location index, for frames without a function name */
+    uint32_t *line_sym; /* by index into dict.lines */
+    uint32_t *loc_sym;  /* by location index, for locations without lines */
     uint32_t *path;
     size_t cap;
+    struct fc_buf record;
 };
 
 static int frame_sym(struct writer *w, struct frames *f, const struct fc_batch *b, uint32_t loc_i,
-                     const struct fc_line *line, uint32_t *out)
+                     uint32_t j, uint32_t *out)
 {
     const struct fc_location *loc = &b->dict.locations[loc_i];
-    char scratch[24];
-    size_t len;
-    const char *name;
-    uint32_t *memo;
+    uint32_t *memo = loc->n_lines ? &f->line_sym[loc->lines_off + j] : &f->loc_sym[loc_i];
+    struct fc_frame frame;
 
-    if (line != NULL && b->dict.str_len[b->dict.functions[line->function].name] > 0) {
-        memo = &f->fn_sym[line->function];
-    } else {
-        memo = &f->loc_sym[loc_i];
-    }
     if (*memo != 0) {
         *out = *memo;
         return FC_OK;
     }
-    name = fc_frame_name(b, loc, line, scratch, &len);
-    if (symbol(w, name, len, memo) != FC_OK) {
+    fc_frame_of(b, loc, j, &frame);
+    fc_buf_reset(&f->record);
+    fc_frame_encode(&frame, &f->record);
+    if (symbol(w, (const char *)f->record.data, f->record.len, memo) != FC_OK) {
         return w->err->code;
     }
     *out = *memo;
@@ -909,12 +920,11 @@ static int sample_path(struct writer *w, struct frames *f, const struct fc_batch
         const struct fc_location *loc = &b->dict.locations[locs[i]];
         uint32_t lines = loc->n_lines ? loc->n_lines : 1;
         for (uint32_t j = lines; j-- > 0;) {
-            const struct fc_line *line = loc->n_lines ? &b->dict.lines[loc->lines_off + j] : NULL;
             if (d == f->cap) {
                 f->cap = f->cap ? f->cap * 2 : 128;
                 f->path = fc_xrealloc(f->path, f->cap * sizeof(uint32_t));
             }
-            if (frame_sym(w, f, b, locs[i], line, &f->path[d]) != FC_OK) {
+            if (frame_sym(w, f, b, locs[i], j, &f->path[d]) != FC_OK) {
                 return w->err->code;
             }
             d++;
@@ -928,28 +938,7 @@ static int sample_path(struct writer *w, struct frames *f, const struct fc_batch
 static bool sample_span(const struct fc_batch *b, const struct fc_sample *s, uint8_t span[8],
                         uint8_t trace[16])
 {
-    const struct fc_attr *a;
-    bool zero = true;
-
-    memset(trace, 0, 16);
-    if (s->link != 0) {
-        memcpy(span, b->dict.links[s->link].span_id, 8);
-        memcpy(trace, b->dict.links[s->link].trace_id, 16);
-    } else {
-        a = fc_attrs_find(b, s->attrs, "span_id");
-        if (a == NULL || a->kind != FC_ATTR_STR ||
-            !fc_hex_decode(fc_str(b, a->v.str), b->dict.str_len[a->v.str], span, 8)) {
-            return false;
-        }
-        a = fc_attrs_find(b, s->attrs, "trace_id");
-        if (a != NULL && a->kind == FC_ATTR_STR) {
-            fc_hex_decode(fc_str(b, a->v.str), b->dict.str_len[a->v.str], trace, 16);
-        }
-    }
-    for (int i = 0; i < 8; i++) {
-        zero = zero && span[i] == 0;
-    }
-    return !zero;
+    return fc_sample_span(b, s, span, trace); /* the one reader of span ids (core/span.h) */
 }
 
 struct span_tree {
@@ -1126,16 +1115,18 @@ static int write_batches(struct writer *w, struct fc_batch *const *batches, size
         }
         ws->tenant = b->tenant;
         w->tenant = b->tenant;
-        f.fn_sym = fc_xcalloc(b->dict.n_functions + 1, sizeof(uint32_t));
+        f.line_sym = fc_xcalloc(b->dict.n_lines + 1, sizeof(uint32_t));
         f.loc_sym = fc_xcalloc(b->dict.n_locations + 1, sizeof(uint32_t));
         f.path = NULL;
         f.cap = 0;
+        fc_buf_init(&f.record, 0);
         for (uint32_t p = 0; rc == FC_OK && p < b->n_profiles; p++) {
             rc = write_profile(w, &f, b, &b->profiles[p]);
         }
-        free(f.fn_sym);
+        free(f.line_sym);
         free(f.loc_sym);
         free(f.path);
+        fc_buf_release(&f.record);
     }
     if (rc == FC_OK) {
         rc = flush_windows(w, ws);
@@ -1640,8 +1631,9 @@ int fc_store_select_merge(struct fc_store *s, const struct fc_store_query *q,
 
     memset(out, 0, sizeof(*out));
     memset(stats, 0, sizeof(*stats));
-    fc_tree_init(&out->tree);
+    fc_tree_init(&out->frames_tree);
     if ((rc = begin_read(s, &r, q->tenant, err)) != FC_OK) {
+        fc_store_result_release(out);
         return rc;
     }
     rc = match_series(&r, q->selector, true, &ids);
@@ -1654,34 +1646,24 @@ int fc_store_select_merge(struct fc_store *s, const struct fc_store_query *q,
         query_spans(&r, q, &spans, &n_spans);
         qsort(ids.v, ids.n, sizeof(uint32_t), cmp_u32);
         for (size_t i = 0; i < n_spans; i++) {
-            merge_span(&r, spans[i], &ids, from_s, until_s, &out->tree, &stats->nodes_merged);
+            merge_span(&r, spans[i], &ids, from_s, until_s, &out->frames_tree,
+                       &stats->nodes_merged);
         }
         free(spans);
     } else {
         struct bases bases;
         group_by_base(&r, &ids, &bases);
         for (size_t i = 0; rc == FC_OK && i < bases.n; i++) {
-            struct merge m = {&r, &bases.v[i], &out->tree, 0, FC_OK, false};
+            struct merge m = {&r, &bases.v[i], &out->frames_tree, 0, FC_OK, false};
             cover(&m, q->level0_only ? 0 : FC_STORE_LEVELS - 1, from_s, until_s);
             stats->nodes_merged += m.merged;
             rc = m.rc;
         }
         bases_release(&bases);
     }
-    /* Names for the nodes of the answer. */
-    out->names = fc_xcalloc(out->tree.n + 1, sizeof(char *));
-    out->names[0] = fc_xstrdup("total");
-    for (uint32_t i = 1; rc == FC_OK && i < out->tree.n; i++) {
-        struct key k;
-        MDB_val kv, v;
-        key_tenant(&k, q->tenant);
-        key_be32(&k, out->tree.nodes[i].name);
-        kv = val(k.b, k.n);
-        if (mdb_get(r.txn, s->db[DB_SYMID], &kv, &v) == 0) {
-            out->names[i] = fc_xstrndup(v.mv_data, v.mv_size);
-        } else {
-            out->names[i] = fc_xasprintf("<unknown symbol %u>", out->tree.nodes[i].name);
-        }
+    /* Frames for its nodes, and the flame graph by display name. */
+    if (rc == FC_OK) {
+        rc = fc_store_resolve(s, r.txn, q->tenant, q->granularity, out, err);
     }
     mdb_txn_abort(r.txn);
     free(ids.v);
@@ -1693,12 +1675,14 @@ int fc_store_select_merge(struct fc_store *s, const struct fc_store_query *q,
 
 void fc_store_result_release(struct fc_store_result *r)
 {
-    for (uint32_t i = 0; r->names != NULL && i < r->tree.n; i++) {
-        free(r->names[i]);
-    }
     free(r->names);
-    r->names = NULL;
+    free(r->node_frame);
+    free(r->frames);
+    free(r->frame_bytes);
+    free(r->name_bytes);
     fc_tree_release(&r->tree);
+    fc_tree_release(&r->frames_tree);
+    memset(r, 0, sizeof(*r));
 }
 
 struct timeline {

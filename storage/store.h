@@ -11,8 +11,8 @@
  *
  * Keys (big-endian numbers; h64 = xxh3 of a name or value, since LMDB keys
  * are at most 511 bytes):
- *   sym    tenant 0 h128(name)                 -> u32 symbol id
- *   symid  tenant 0 be32(id)                   -> name
+ *   sym    tenant 0 h128(symbol)               -> u32 symbol id
+ *   symid  tenant 0 be32(id)                   -> symbol: a frame record or a name (frame.h)
  *   series tenant 0 h128(canonical labels)     -> be32 series id
  *   sid    tenant 0 be32(id)                   -> canonical labels
  *   ln     tenant 0 h64(name)                  -> name
@@ -30,6 +30,7 @@
 
 #include "core/batch.h"
 #include "core/err.h"
+#include "storage/frame.h"
 #include "storage/selector.h"
 #include "storage/tree.h"
 
@@ -99,6 +100,8 @@ struct fc_store_query {
     size_t n_span_ids;
     const uint8_t (*trace_ids)[16];
     size_t n_trace_ids;
+    /* How the flame graph (fc_store_result.tree) tells frames apart; 0: by function name. */
+    enum fc_frame_granularity granularity;
 };
 
 struct fc_store_stats {
@@ -106,10 +109,25 @@ struct fc_store_stats {
     uint32_t nodes_merged; /* stack trees read and merged */
 };
 
-/* The merged flame graph: a tree whose node names are resolved into `names`. */
+/*
+ * The merged selection, twice:
+ *   - tree/names: the flame graph, nodes told apart by their display name
+ *     (fc_frame_display at the query's granularity; siblings with the same
+ *     name merged);
+ *   - frames_tree/node_frame/frames: full detail, one node per frame record
+ *     (function, file, line, inlining, mapping and address), for pprof and
+ *     per-line answers.
+ * Everything is owned by the result (fc_store_result_release).
+ */
 struct fc_store_result {
     struct fc_tree tree;
-    char **names; /* per tree node (names[0] = "total"); owned */
+    char **names; /* per tree node (names[0] = "total"); point into name_bytes */
+    struct fc_tree frames_tree;
+    uint32_t *node_frame;    /* per frames_tree node: its frame in frames (0 for the root) */
+    struct fc_frame *frames; /* n_frames distinct frames ([0] unused); strings in frame_bytes */
+    uint32_t n_frames;
+    uint8_t *frame_bytes;
+    char *name_bytes;
 };
 
 int fc_store_select_merge(struct fc_store *s, const struct fc_store_query *q,

@@ -54,6 +54,15 @@ extern _Thread_local int fc_store_last_lmdb_rc;
  */
 int fc_store_lmdb_error(struct fc_error *err, int rc, const char *what);
 
+/*
+ * Resolves the symbols of out->frames_tree (read in txn, tenant's symid)
+ * into out->frames and collapses it into out->tree/names by display name
+ * at granularity g (storage/symbols.c).
+ */
+int fc_store_resolve(struct fc_store *s, MDB_txn *txn, const char *tenant,
+                     enum fc_frame_granularity g, struct fc_store_result *out,
+                     struct fc_error *err);
+
 /* Refreshes s->used from the file's pages and free list. */
 void fc_store_refresh_used(struct fc_store *s);
 

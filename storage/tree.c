@@ -3,6 +3,7 @@
 #include "core/mem.h"
 #include "formats/pb.h"
 
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zstd.h>
@@ -149,6 +150,52 @@ void fc_tree_merge(struct fc_tree *dst, const struct fc_tree *src)
             work_push(&w, pair(child_from(dst, d, &prev, src->nodes[c].name), c));
         }
     }
+    work_release(&w);
+}
+
+static int by_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+void fc_tree_collapse(struct fc_tree *dst, const struct fc_tree *src, const uint32_t *key)
+{
+    struct work w, kids;
+
+    if (src->n == 0) {
+        return;
+    }
+    work_init(&w);
+    work_init(&kids);
+    work_push(&w, pair(0, 0)); /* (dst node, src node) */
+    while (w.n > 0) {
+        uint64_t top = w.v[--w.n];
+        uint32_t d = (uint32_t)(top >> 32), s = (uint32_t)top;
+        uint32_t prev = 0;
+        bool sorted = true;
+        dst->nodes[d].self = fc_sat_add(dst->nodes[d].self, src->nodes[s].self);
+        dst->nodes[d].total = fc_sat_add(dst->nodes[d].total, src->nodes[s].total);
+        /* The children by key, so that one pass over dst's children places them all. */
+        kids.n = 0;
+        for (uint32_t c = src->nodes[s].first; c != 0; c = src->nodes[c].next) {
+            uint64_t k = pair(key[c], c);
+            sorted = sorted && (kids.n == 0 || kids.v[kids.n - 1] < k);
+            work_push(&kids, k);
+        }
+        if (!sorted) {
+            qsort(kids.v, kids.n, sizeof(uint64_t), by_u64);
+        }
+        for (size_t i = 0; i < kids.n; i++) {
+            uint32_t name = (uint32_t)(kids.v[i] >> 32);
+            /* Equal keys are adjacent: the child found for the first serves the rest. */
+            if (i == 0 || name != (uint32_t)(kids.v[i - 1] >> 32)) {
+                child_from(dst, d, &prev, name);
+            }
+            work_push(&w, pair(prev, (uint32_t)kids.v[i]));
+        }
+    }
+    work_release(&kids);
     work_release(&w);
 }
 

@@ -40,6 +40,13 @@ static inline int64_t fc_tree_total(const struct fc_tree *t)
     return t->n ? t->nodes[0].total : 0;
 }
 
+/*
+ * dst += src with every src node n renamed to key[n] (key[0], the root's,
+ * is ignored): siblings that get the same key become one node, their
+ * subtrees merged. dst's children stay sorted by key. Iterative.
+ */
+void fc_tree_collapse(struct fc_tree *dst, const struct fc_tree *src, const uint32_t *key);
+
 /* The serialization without compression (for packing several trees in one frame). */
 void fc_tree_encode_raw(const struct fc_tree *t, struct fc_buf *out);
 int fc_tree_decode_raw_merge(struct fc_tree *t, const uint8_t *data, size_t len);

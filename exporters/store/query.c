@@ -1,10 +1,13 @@
 /*
  * The query API on query.endpoint, as Grafana Pyroscope answers it:
  *   GET /pyroscope/render?query=<type>{selector}&from=&until=&maxNodes=&format=json|folded|pprof
+ *     (&granularity=lines: frames told apart by file and line; pprof always has them)
  *   GET /pyroscope/label-names, GET /pyroscope/label-values?label=<name>
+ *   GET /api/v1/function?query=&from=&until=&name=FUNC: self/total per line, callers, callees
  * Every answer that merges trees says how many in X-Flamecol-Nodes-Merged.
  */
 #include "exporters/store/store.h"
+#include "exporters/store/function.h"
 
 #include "core/idmap.h"
 #include "core/log.h"
@@ -55,6 +58,7 @@ struct query {
     const char *tenant;
     struct fc_selector sel;
     int64_t from_ns, until_ns;
+    enum fc_frame_granularity granularity; /* &granularity=functions (default) | lines */
 };
 
 static int parse_query_named(struct store_exporter *x, const struct fc_http_request *req,
@@ -66,10 +70,17 @@ static int parse_query_named(struct store_exporter *x, const struct fc_http_requ
     const char *until = fc_http_query(req, until_param);
     int64_t now = fc_now_ns();
     int64_t span;
+    const char *granularity = fc_http_query(req, "granularity");
 
     memset(q, 0, sizeof(*q));
     if (fc_http_tenant(req, &q->tenant, err) != FC_OK) {
         return FC_EPROTO;
+    }
+    if (granularity != NULL && strcmp(granularity, "lines") == 0) {
+        q->granularity = FC_FRAME_LINES;
+    } else if (granularity != NULL && granularity[0] != '\0' &&
+               strcmp(granularity, "functions") != 0) {
+        return fc_errorf(err, FC_EPROTO, "granularity must be functions or lines");
     }
     if (text == NULL || text[0] == '\0') {
         return fc_errorf(err, FC_EPROTO, "\"%s\" is required", param);
@@ -132,16 +143,91 @@ static int64_t timeline_step_s(int64_t from_ns, int64_t until_ns)
     return ((want + 86399) / 86400) * 86400;
 }
 
+/* A string of a frame into the profile's dictionary. */
+static uint32_t dict_str(struct fc_batch *b, struct fc_frame_str s)
+{
+    uint32_t i = 0;
+
+    fc_dict_string(b, s.n ? s.p : "", s.n, &i);
+    return i;
+}
+
+/* Whether a frame is a line of code (a function, a file or a line) rather than a bare address. */
+static bool frame_has_line(const struct fc_frame *f)
+{
+    return f->name.n > 0 || f->system_name.n > 0 || f->file.n > 0 || f->line != 0 ||
+           f->start_line != 0;
+}
+
+/*
+ * The pprof location whose innermost line is frames_tree node i: i and its
+ * callers up to the first frame not inlined into its caller (pprof: one
+ * location, lines[0] innermost). *top is that outermost node.
+ */
+static int node_location(struct fc_batch *b, const struct fc_store_result *r,
+                         const uint32_t *parent, uint32_t i, struct fc_line **lines, uint32_t *cap,
+                         uint32_t *loc_out, uint32_t *top)
+{
+    struct fc_location l = {0};
+    uint32_t n = 0;
+    uint32_t x = i;
+    int rc = FC_OK;
+
+    for (;;) {
+        const struct fc_frame *f = &r->frames[r->node_frame[x]];
+        if (f->has_address && !l.address && !l.mapping) {
+            l.address = f->address;
+            if (f->has_mapping) {
+                struct fc_mapping m = {0};
+                m.memory_start = f->mapping.start;
+                m.memory_limit = f->mapping.limit;
+                m.file_offset = f->mapping.offset;
+                m.filename = dict_str(b, f->mapping.file);
+                m.build_id = dict_str(b, f->mapping.build_id);
+                m.flags = f->mapping.flags;
+                rc = rc ? rc : fc_dict_mapping(b, &m, &l.mapping);
+            }
+        }
+        if (frame_has_line(f)) {
+            struct fc_function fn = {0};
+            if (n == *cap) {
+                *cap = *cap ? *cap * 2 : 16;
+                *lines = fc_xrealloc(*lines, *cap * sizeof(**lines));
+            }
+            memset(&(*lines)[n], 0, sizeof(**lines));
+            fn.name = dict_str(b, f->name);
+            fn.system_name = dict_str(b, f->system_name);
+            fn.filename = dict_str(b, f->file);
+            fn.start_line = f->start_line;
+            rc = rc ? rc : fc_dict_function(b, &fn, &(*lines)[n].function);
+            (*lines)[n].line = f->line;
+            (*lines)[n].column = f->column;
+            n++;
+        }
+        if (!f->is_inline || parent[x] == 0) {
+            break;
+        }
+        x = parent[x];
+    }
+    *top = x;
+    return rc ? rc : fc_dict_location(b, &l, *lines, n, loc_out);
+}
+
 int store_tree_to_pprof(const struct fc_store_result *r, const char *type_id, struct fc_buf *out,
                         struct fc_error *err)
 {
+    const struct fc_tree *t = &r->frames_tree;
     struct fc_batch *b = fc_batch_new(0);
     struct fc_profile *p = fc_batch_add_profile(b);
     struct fc_value_type vt;
     char part[128];
-    uint32_t *parent = fc_xcalloc(r->tree.n + 1, sizeof(uint32_t));
-    uint32_t *loc = fc_xcalloc(r->tree.n + 1, sizeof(uint32_t));
-    uint32_t *stack = fc_xcalloc(r->tree.n + 1, sizeof(uint32_t));
+    uint32_t *parent = fc_xcalloc(t->n + 1, sizeof(uint32_t));
+    uint32_t *loc = fc_xcalloc(t->n + 1, sizeof(uint32_t));
+    uint32_t *top = fc_xcalloc(t->n + 1, sizeof(uint32_t));
+    bool *has_loc = fc_xcalloc(t->n + 1, sizeof(bool));
+    uint32_t *stack = NULL;
+    uint32_t stack_cap = 0, lines_cap = 0;
+    struct fc_line *lines = NULL;
     int rc = FC_OK;
 
     type_part(type_id, 1, part, sizeof(part));
@@ -153,39 +239,44 @@ int store_tree_to_pprof(const struct fc_store_result *r, const char *type_id, st
     fc_dict_cstring(b, part, &p->period_type.type);
     type_part(type_id, 4, part, sizeof(part));
     fc_dict_cstring(b, part, &p->period_type.unit);
-    /* Parents and one location per node (a function named after the frame). */
-    for (uint32_t i = 0; i < r->tree.n; i++) {
-        for (uint32_t c = r->tree.nodes[i].first; c != 0; c = r->tree.nodes[c].next) {
+    for (uint32_t i = 0; i < t->n; i++) {
+        for (uint32_t c = t->nodes[i].first; c != 0; c = t->nodes[c].next) {
             parent[c] = i;
         }
-        if (i > 0) {
-            struct fc_function f = {0};
-            struct fc_line line = {0};
-            struct fc_location l = {0};
-            fc_dict_cstring(b, r->names[i], &f.name);
-            fc_dict_function(b, &f, &line.function);
-            fc_dict_location(b, &l, &line, 1, &loc[i]);
-        }
     }
-    for (uint32_t i = 1; rc == FC_OK && i < r->tree.n; i++) {
+    /* One sample per node with a self value: its stack, leaf first, location by location. */
+    for (uint32_t i = 1; rc == FC_OK && i < t->n; i++) {
         struct fc_sample s = {0};
         uint32_t depth = 0;
-        int64_t v = r->tree.nodes[i].self;
+        int64_t v = t->nodes[i].self;
         if (v <= 0) {
             continue;
         }
-        for (uint32_t at = i; at != 0; at = parent[at]) {
-            stack[depth++] = loc[at]; /* leaf first */
+        for (uint32_t at = i; rc == FC_OK && at != 0; at = parent[top[at]]) {
+            if (!has_loc[at]) {
+                rc = node_location(b, r, parent, at, &lines, &lines_cap, &loc[at], &top[at]);
+                has_loc[at] = true;
+            }
+            if (depth == stack_cap) {
+                stack_cap = stack_cap ? stack_cap * 2 : 64;
+                stack = fc_xrealloc(stack, stack_cap * sizeof(uint32_t));
+            }
+            stack[depth++] = loc[at];
         }
-        rc = fc_dict_stack(b, stack, depth, &s.stack);
+        rc = rc ? rc : fc_dict_stack(b, stack, depth, &s.stack);
         rc = rc ? rc : fc_profile_add_sample(b, p, &s, &v, 1, NULL, 0);
     }
     if (rc == FC_OK) {
         rc = fc_pprof_encode(b, p, out, err);
+    } else {
+        rc = fc_errorf(err, rc, "pprof: out of memory building the profile");
     }
     free(parent);
     free(loc);
+    free(top);
+    free(has_loc);
     free(stack);
+    free(lines);
     fc_batch_unref(b);
     return rc;
 }
@@ -283,6 +374,7 @@ static bool select_merge(struct store_exporter *x, const struct query *q,
     struct fc_store_stats stats;
     struct fc_error err = {0};
 
+    sq.granularity = q->granularity;
     if (fc_store_select_merge(x->store, &sq, res, &stats, &err) != FC_OK) {
         json_error(resp, err.code == FC_EPROTO ? 400 : 500, err.msg);
         return false;
@@ -560,6 +652,34 @@ static void on_findings(void *ctx, const struct fc_http_request *req, struct fc_
     fc_selector_release(&q.sel);
 }
 
+/* GET /api/v1/function?query=&from=&until=&name=: one function of the selection. */
+static void on_function(void *ctx, const struct fc_http_request *req, struct fc_http_response *resp)
+{
+    struct store_exporter *x = ctx;
+    const char *name = fc_http_query(req, "name");
+    struct query q;
+    struct fc_store_result res;
+    char unit[64];
+
+    if (name == NULL || name[0] == '\0') {
+        json_error(resp, 400, "\"name\" is required");
+        return;
+    }
+    if (!merged_query(x, req, resp, &q, &res)) {
+        return;
+    }
+    type_part(q.sel.profile_type, 2, unit, sizeof(unit));
+    resp->content_type = "application/json";
+    if (!store_function_json(&res, name, q.sel.profile_type, unit, &resp->body)) {
+        resp->status = 404;
+        fc_buf_puts(&resp->body, "{\"code\":\"not_found\",\"message\":\"no function ");
+        fc_buf_json_escape(&resp->body, name, strlen(name));
+        fc_buf_puts(&resp->body, " in the selection\"}");
+    }
+    fc_store_result_release(&res);
+    fc_selector_release(&q.sel);
+}
+
 static void on_render_diff(void *ctx, const struct fc_http_request *req,
                            struct fc_http_response *resp)
 {
@@ -676,6 +796,7 @@ int store_query_routes(struct store_exporter *x, struct fc_http_server *srv, str
         fc_http_route(srv, "GET", "/pyroscope/label-names", 0, on_label_names, x, id, err) ||
         fc_http_route(srv, "GET", "/pyroscope/label-values", 0, on_label_values, x, id, err) ||
         fc_http_route(srv, "GET", "/api/v1/findings", 0, on_findings, x, id, err) ||
+        fc_http_route(srv, "GET", "/api/v1/function", 0, on_function, x, id, err) ||
         fc_http_route(srv, "GET", "/pyroscope/render-diff", 0, on_render_diff, x, id, err) ||
         store_connect_routes(x, srv, err)) {
         return err->code;

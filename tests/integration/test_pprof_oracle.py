@@ -15,8 +15,7 @@ Compared (see harness.pprof_top for the exact flags: every node, exact values):
   depends on the order pprof gives rows of equal flat, so rows are compared by name).
 - the inline marks of -top, `pprof -top -lines` and `pprof -list FUNC` (with a source
   tree written by this test, one "line N" per line of every file the profiles name):
-  these need the file, line and inlining of every frame, which the store does not keep
-  yet (issue 13); they are expected failures until it does."""
+  these need the file, line and inlining of every frame, which the store keeps."""
 import difflib
 import gzip
 import json
@@ -183,14 +182,12 @@ class PprofOracleTest(unittest.TestCase):
         t = pprof_top(self.originals("go-cpu"), "-sample_index=cpu")
         self.assertEqual(t["total"], 1080000000 + 5350000000 + 1650000000)  # the corpus's .top.txt totals
 
-    @unittest.expectedFailure  # store keeps no lines yet (issue 13)
     def test_top_inline_marks(self):
         def top(set_name, paths, options):
             return top_lines(pprof_top(paths, *options), marks=True, header=False)
         diffs = self.compare("pprof -top (inline marks)", [], top)
         self.assertEqual(diffs, [], "\n".join(diffs))
 
-    @unittest.expectedFailure  # store keeps no lines yet (issue 13)
     def test_top_lines(self):
         def top(set_name, paths, options):
             return top_lines(pprof_top(paths, *options), marks=True)
@@ -215,7 +212,6 @@ class PprofOracleTest(unittest.TestCase):
             valued = [l for l in want if re.match(r"^\s*[1-9]\d*\S*\s+\S+\s+\d+:line \d+ of ", l)]
             self.assertTrue(valued, want)
 
-    @unittest.expectedFailure  # store keeps no lines yet (issue 13)
     def test_list(self):
         # The listing of each set's top functions (list_regexes) against the source tree of
         # setUpClass: per source line, flat and cum.

@@ -21,6 +21,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <cmocka.h>
+#include <lmdb.h>
 
 #include "core/buf.h"
 #include "exporters/store/store.h"
@@ -45,7 +46,7 @@
 static const char *name_of(const char *file)
 {
     static const char *const names[][2] = {
-        {"go-1s-allocs", "memory"}, {"go-1s-block", "mutex"},     {"go-1s-cpu", "process_cpu"},
+        {"go-1s-allocs", "memory"},        {"go-1s-block", "mutex"}, {"go-1s-cpu", "process_cpu"},
         {"go-1s-goroutine", "goroutines"}, {"go-1s-heap", "memory"}, {"go-1s-mutex", "mutex"}};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         if (strncmp(file, names[i][0], strlen(names[i][0])) == 0 &&
@@ -234,7 +235,8 @@ static bool ref_match(const struct ref_matcher *m, const char *value)
 static void ref_stored_type(const struct fc_batch *b, const struct fc_profile *p, uint32_t t,
                             char *out, size_t size, int64_t *scale)
 {
-    const char *type = fc_str(b, p->sample_types[t].type), *unit = fc_str(b, p->sample_types[t].unit);
+    const char *type = fc_str(b, p->sample_types[t].type),
+               *unit = fc_str(b, p->sample_types[t].unit);
     const char *ptype = fc_str(b, p->period_type.type), *punit = fc_str(b, p->period_type.unit);
     const char *name = NULL;
 
@@ -253,7 +255,38 @@ static void ref_stored_type(const struct fc_batch *b, const struct fc_profile *p
     snprintf(out, size, "%s:%s:%s:%s:%s", name ? name : "", type, unit, ptype, punit);
 }
 
-/* A folded stack: frame names root first, joined by ';' (inlined frames caller first). */
+/*
+ * How the oracle names a frame: by function (the flame graph), by line
+ * (pprof's "name file:line", FC_FRAME_LINES) or with every field the store
+ * keeps (compared with the full-detail tree, frames_text below).
+ */
+enum ref_mode { REF_FUNCTIONS, REF_LINES, REF_FULL };
+static enum ref_mode ref_mode;
+
+static size_t ref_frame(const struct fc_batch *b, const struct fc_location *loc, uint32_t j,
+                        char *out, size_t size)
+{
+    const struct fc_line *ln = &b->dict.lines[loc->lines_off + j];
+    const struct fc_function *f = &b->dict.functions[ln->function];
+    const char *file = fc_str(b, f->filename);
+
+    if (ref_mode == REF_FUNCTIONS) {
+        return (size_t)snprintf(out, size, "%s", fc_str(b, f->name));
+    }
+    if (ref_mode == REF_LINES) {
+        return ln->line  ? (size_t)snprintf(out, size, "%s %s:%lld", fc_str(b, f->name), file,
+                                            (long long)ln->line)
+               : file[0] ? (size_t)snprintf(out, size, "%s %s", fc_str(b, f->name), file)
+                         : (size_t)snprintf(out, size, "%s", fc_str(b, f->name));
+    }
+    /* Lines of a location are innermost first: all but the last are inlined into the next. */
+    return (size_t)snprintf(out, size, "%s|%s|%s|%lld|%lld|%lld|%s", fc_str(b, f->name),
+                            fc_str(b, f->system_name), file, (long long)f->start_line,
+                            (long long)ln->line, (long long)ln->column,
+                            j + 1 < loc->n_lines ? "inline" : "");
+}
+
+/* A folded stack: frames root first, joined by ';' (inlined frames caller first). */
 static void ref_stack(const struct fc_batch *b, const struct fc_sample *smp, char *out, size_t size)
 {
     const struct fc_stack *st = &b->dict.stacks[smp->stack];
@@ -263,13 +296,38 @@ static void ref_stack(const struct fc_batch *b, const struct fc_sample *smp, cha
     out[0] = '\0';
     for (uint32_t i = st->locations.n; i-- > 0;) {
         const struct fc_location *loc = &b->dict.locations[locs[i]];
-        assert_true(loc->n_lines > 0); /* every corpus location names its functions */
+        assert_true(loc->n_lines > 0);              /* every corpus location names its functions */
         for (uint32_t j = loc->n_lines; j-- > 0;) { /* lines: callee first, caller last */
-            const struct fc_function *f = &b->dict.functions[b->dict.lines[loc->lines_off + j].function];
-            len += (size_t)snprintf(out + len, size - len, "%s%s", len ? ";" : "", fc_str(b, f->name));
+            if (len > 0) {
+                out[len++] = ';';
+            }
+            len += ref_frame(b, loc, j, out + len, size - len);
             assert_true(len < size);
         }
     }
+}
+
+/* The full-detail tree of a result as folded lines, frames written as ref_frame's REF_FULL. */
+static void frames_to_folded(const struct fc_store_result *r, uint32_t node, char *prefix,
+                             struct folded *out)
+{
+    const struct fc_tree_node *n = &r->frames_tree.nodes[node];
+    size_t len = strlen(prefix);
+
+    if (node != 0) {
+        const struct fc_frame *f = &r->frames[r->node_frame[node]];
+        sprintf(prefix + len, "%s%.*s|%.*s|%.*s|%lld|%lld|%lld|%s", len ? ";" : "", (int)f->name.n,
+                f->name.p, (int)f->system_name.n, f->system_name.p, (int)f->file.n, f->file.p,
+                (long long)f->start_line, (long long)f->line, (long long)f->column,
+                f->is_inline ? "inline" : "");
+        if (n->self > 0) {
+            add(out, prefix, n->self);
+        }
+    }
+    for (uint32_t c = n->first; c != 0; c = r->frames_tree.nodes[c].next) {
+        frames_to_folded(r, c, prefix, out);
+    }
+    prefix[len] = '\0';
 }
 
 /* The oracle: every sample of every stored profile in range whose labels match. */
@@ -409,13 +467,25 @@ static void test_oracle(void **state)
         query.from_ns = a * 1000000000LL;
         query.until_ns = b * 1000000000LL;
         query.level0_only = q % 5 == 4; /* the tree and the flat scan agree */
+        /* By function (the flame graph), by line, and the full detail every time. */
+        query.granularity = q % 4 == 1 ? FC_FRAME_LINES : FC_FRAME_FUNCTIONS;
         if (fc_store_select_merge(store, &query, &res, &stats, &err) != FC_OK) {
             fail_msg("%s: %s", text, err.msg);
         }
         prefix[0] = '\0';
         tree_to_folded(&res, 0, prefix, &got);
+        ref_mode = q % 4 == 1 ? REF_LINES : REF_FUNCTIONS;
         brute_force(types[q % 6], f, n_ms, nf, nu, &want);
         assert_same(&got, &want, text);
+        release(&got);
+        release(&want);
+        memset(&got, 0, sizeof(got));
+        memset(&want, 0, sizeof(want));
+        frames_to_folded(&res, 0, prefix, &got);
+        ref_mode = REF_FULL;
+        brute_force(types[q % 6], f, n_ms, nf, nu, &want);
+        assert_same(&got, &want, text);
+        ref_mode = REF_FUNCTIONS;
         /* The segment-tree bound: per series, whatever the range. */
         if (!query.level0_only) {
             assert_true(stats.nodes_merged <= stats.series * (2 * 9 * FC_STORE_LEVELS + 2));
@@ -435,8 +505,8 @@ static void test_oracle(void **state)
                                        (BASE + SPAN) * 1000000000LL, false};
         struct fc_store_result res;
         struct fc_store_stats stats;
-        assert_int_equal(fc_selector_parse("process_cpu:cpu:nanoseconds:cpu:nanoseconds{}", &sel, &err),
-                         FC_OK);
+        assert_int_equal(
+            fc_selector_parse("process_cpu:cpu:nanoseconds:cpu:nanoseconds{}", &sel, &err), FC_OK);
         assert_int_equal(fc_store_select_merge(store, &query, &res, &stats, &err), FC_OK);
         assert_int_equal(fc_tree_total(&res.tree), 18 * GO_CPU_TOTAL);
         fc_store_result_release(&res);
@@ -568,7 +638,7 @@ static void test_corrupt_window_is_skipped(void **state)
 /* A store written in another on-disk format is refused at open, never misread. */
 static void test_other_format_is_refused(void **state)
 {
-    static const uint8_t key[] = "\0format\x03\0"; /* the key, then le32 3 */
+    static const uint8_t key[] = "\0format\x04\0"; /* the key, then le32 4 */
     char sub[128], path[160];
     struct fc_store_options o = {0};
     struct fc_store *s2;
@@ -587,6 +657,153 @@ static void test_other_format_is_refused(void **state)
     assert_true(patch_file(path, key, sizeof(key) - 1, 7, 2) > 0);
     assert_int_equal(fc_store_open(&o, &s2, &err), FC_EIO);
     assert_non_null(strstr(err.msg, "on-disk format 2"));
+}
+
+/* A uvarint of a frame record, read here from the format in storage/frame.h. */
+static uint64_t ref_uvarint(const uint8_t **p)
+{
+    uint64_t v = 0;
+    for (int shift = 0;; shift += 7) {
+        uint8_t b = *(*p)++;
+        v |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) {
+            return v;
+        }
+    }
+}
+
+/*
+ * A store written by format 3 (symbols were plain names) is read, and marked
+ * format 4: made here from a format 4 store by rewriting, in LMDB itself,
+ * every frame record of symid into the name format 3 wrote for it (the
+ * function name: the record's first field) and the version into 3.
+ */
+static void test_names_of_format_3_still_read(void **state)
+{
+    char sub[128];
+    struct fc_store_options o = {0};
+    struct fc_store *s2;
+    struct fc_error err = {0};
+    struct fc_batch *b;
+    struct fc_selector sel;
+    struct fc_store_query q = {0};
+    struct fc_store_result res;
+    struct fc_store_stats stats;
+    struct folded got = {0}, want = {0};
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi symid, meta;
+    MDB_cursor *c;
+    MDB_val k, v;
+    uint32_t version = 3, records = 0;
+    static char format_key[] = "\0format";
+    static struct {
+        uint8_t key[64];
+        char name[4096];
+        size_t key_len, name_len;
+    } renamed[4096];
+    char *prefix = malloc(1 << 20);
+    static char line[1 << 16];
+
+    (void)state;
+    snprintf(sub, sizeof(sub), "%s/format3", dir);
+    o.path = sub;
+    o.sync = FC_SYNC_NONE;
+    assert_int_equal(fc_store_open(&o, &s2, &err), FC_OK);
+    b = load("go-1s-cpu.pb.gz", 0, BASE, "anonymous");
+    assert_int_equal(fc_store_write(s2, &b, 1, &err), FC_OK);
+    fc_store_close(s2);
+
+    assert_int_equal(mdb_env_create(&env), 0);
+    assert_int_equal(mdb_env_set_maxdbs(env, 32), 0);
+    assert_int_equal(mdb_env_open(env, sub, 0, 0644), 0);
+    assert_int_equal(mdb_txn_begin(env, NULL, 0, &txn), 0);
+    assert_int_equal(mdb_dbi_open(txn, "symid", 0, &symid), 0);
+    assert_int_equal(mdb_dbi_open(txn, "meta", 0, &meta), 0);
+    assert_int_equal(mdb_cursor_open(txn, symid, &c), 0);
+    for (int g = mdb_cursor_get(c, &k, &v, MDB_FIRST); g == 0;
+         g = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+        const uint8_t *p = v.mv_data;
+        uint64_t n;
+        if (v.mv_size == 0 || p[0] != 0) {
+            continue;
+        }
+        assert_int_equal(p[1], 1); /* version 1 */
+        p += 2;
+        ref_uvarint(&p); /* flags */
+        n = ref_uvarint(&p);
+        assert_true(n > 0 && n < 4096); /* the corpus's frames all have names */
+        assert_true(records < sizeof(renamed) / sizeof(renamed[0]));
+        memcpy(renamed[records].key, k.mv_data, k.mv_size);
+        renamed[records].key_len = k.mv_size;
+        memcpy(renamed[records].name, p, n);
+        renamed[records].name_len = n;
+        records++;
+    }
+    mdb_cursor_close(c);
+    for (uint32_t i = 0; i < records; i++) {
+        k.mv_data = renamed[i].key;
+        k.mv_size = renamed[i].key_len;
+        v.mv_data = renamed[i].name;
+        v.mv_size = renamed[i].name_len;
+        assert_int_equal(mdb_put(txn, symid, &k, &v, 0), 0);
+    }
+    assert_true(records > 100); /* Go frames have files and lines: records, not names */
+    k.mv_data = format_key;
+    k.mv_size = 7;
+    v.mv_data = &version;
+    v.mv_size = 4;
+    assert_int_equal(mdb_put(txn, meta, &k, &v, 0), 0);
+    assert_int_equal(mdb_txn_commit(txn), 0);
+    mdb_env_close(env);
+
+    assert_int_equal(fc_store_open(&o, &s2, &err), FC_OK);
+    assert_int_equal(fc_selector_parse("process_cpu:cpu:nanoseconds:cpu:nanoseconds{}", &sel, &err),
+                     FC_OK);
+    q.tenant = "anonymous";
+    q.selector = &sel;
+    q.from_ns = BASE * 1000000000LL;
+    q.until_ns = (BASE + 10) * 1000000000LL;
+    assert_int_equal(fc_store_select_merge(s2, &q, &res, &stats, &err), FC_OK);
+    prefix[0] = '\0';
+    tree_to_folded(&res, 0, prefix, &got);
+    for (uint32_t i = 0; i < b->profiles[0].n_samples; i++) {
+        const struct fc_sample *smp = &b->profiles[0].samples[i];
+        int64_t value = fc_sample_value(&b->profiles[0], smp, 1);
+        if (value > 0) {
+            ref_stack(b, smp, line, sizeof(line));
+            add(&want, line, value);
+        }
+    }
+    assert_same(&got, &want, "format 3");
+    assert_int_equal(fc_tree_total(&res.tree), GO_CPU_TOTAL);
+    /* The frames are names only: no file, no line. */
+    for (uint32_t f = 1; f < res.n_frames; f++) {
+        assert_true(res.frames[f].name.n > 0);
+        assert_int_equal(res.frames[f].file.n, 0);
+        assert_int_equal(res.frames[f].line, 0);
+    }
+    fc_store_result_release(&res);
+    fc_store_close(s2);
+    /* Marked format 4 at open: reopens, and a format 3 build would refuse it. */
+    assert_int_equal(mdb_env_create(&env), 0);
+    assert_int_equal(mdb_env_set_maxdbs(env, 32), 0);
+    assert_int_equal(mdb_env_open(env, sub, MDB_RDONLY, 0644), 0);
+    assert_int_equal(mdb_txn_begin(env, NULL, MDB_RDONLY, &txn), 0);
+    assert_int_equal(mdb_dbi_open(txn, "meta", 0, &meta), 0);
+    k.mv_data = format_key;
+    k.mv_size = 7;
+    assert_int_equal(mdb_get(txn, meta, &k, &v), 0);
+    assert_int_equal(v.mv_size, 4);
+    memcpy(&version, v.mv_data, 4);
+    assert_int_equal(version, 4);
+    mdb_txn_abort(txn);
+    mdb_env_close(env);
+    release(&got);
+    release(&want);
+    fc_selector_release(&sel);
+    fc_batch_unref(b);
+    free(prefix);
 }
 
 /* A store of its own in a subdirectory of the test's directory. */
@@ -1081,6 +1298,7 @@ int main(void)
         cmocka_unit_test(test_trim_deletes_oldest_hours_down_to_low),
         cmocka_unit_test(test_compaction_rounds_old_ranges_out_to_100s),
         cmocka_unit_test(test_other_format_is_refused),
+        cmocka_unit_test(test_names_of_format_3_still_read),
         cmocka_unit_test(test_tenants_do_not_mix),
         cmocka_unit_test(test_selector_errors),
         cmocka_unit_test(test_corrupt_window_is_skipped),
