@@ -2,6 +2,7 @@
 
 #include "core/buf.h"
 #include "core/mem.h"
+#include "formats/otlp_layout.h"
 #include "formats/pb.h"
 #include "formats/pbjson.h"
 #include "google/rpc/status.pb-c.h"
@@ -603,18 +604,70 @@ int fc_otlp_decode(struct fc_batch *b, const uint8_t *data, size_t len, struct f
     return fc_otlp_decode_depth(b, data, len, FC_PB_DEFAULT_MAX_DEPTH, res, err);
 }
 
+/*
+ * A request the current layout does not explain (it did not unpack, or it
+ * shows what an older layout leaves behind): an older layout is refused,
+ * naming it, or translated when that is exact (v1.9). *done stays false
+ * when nothing older was found.
+ */
+static int older_layout(struct fc_batch *b, const uint8_t *data, size_t len, bool may_translate,
+                        struct fc_otlp_result *res, struct fc_error *err, bool *done)
+{
+    ProtobufCAllocator alloc = {arena_alloc, arena_free, b->arena};
+    struct fc_otlp_layout_info info;
+    uint8_t *copy;
+    PbRequest *req = NULL;
+    int rc;
+
+    *done = false;
+    if (fc_otlp_layout_scan(data, len, &info) == FC_OTLP_LAYOUT_NONE) {
+        return FC_OK;
+    }
+    *done = true;
+    if (info.layout != FC_OTLP_LAYOUT_SAMPLE_VALUES || !may_translate) {
+        return fc_otlp_layout_error(&info, false, err);
+    }
+    if ((copy = fc_arena_alloc(b->arena, len)) != NULL) {
+        memcpy(copy, data, len);
+        if (fc_otlp_layout_translate(copy, len) == FC_OK) {
+            req =
+                opentelemetry__proto__collector__profiles__v1development__export_profiles_service_request__unpack(
+                    &alloc, len, copy);
+        }
+    }
+    if (req == NULL) {
+        if (fc_arena_over_budget(b->arena)) {
+            return fc_errorf(err, FC_ETOOBIG, "otlp: request exceeds the memory limit of %zu bytes",
+                             b->arena->budget);
+        }
+        return fc_otlp_layout_error(&info, false, err);
+    }
+    rc = fc_otlp_decode_message(b, req, res, err);
+    if (rc == FC_OK) {
+        res->translated = true;
+        if (res->rejected_profiles == 0) {
+            snprintf(res->message, sizeof(res->message), "%s", FC_OTLP_LAYOUT_TRANSLATED_NOTE);
+        }
+    }
+    return rc;
+}
+
 int fc_otlp_decode_depth(struct fc_batch *b, const uint8_t *data, size_t len, unsigned max_depth,
                          struct fc_otlp_result *res, struct fc_error *err)
 {
     ProtobufCAllocator alloc = {arena_alloc, arena_free, b->arena};
     PbRequest *req;
+    bool done;
+    int rc;
 
     memset(res, 0, sizeof(*res));
     /* protobuf-c's unpack recurses per nested message: bound the nesting first. */
     if (fc_pb_check_depth(
             &opentelemetry__proto__collector__profiles__v1development__export_profiles_service_request__descriptor,
             data, len, max_depth, err) != FC_OK) {
-        return fc_error_wrap(err, "otlp");
+        /* Never unpacked (too deep, or not this layout): an older layout is named, not read. */
+        rc = older_layout(b, data, len, false, res, err, &done);
+        return done ? rc : fc_error_wrap(err, "otlp");
     }
     req =
         opentelemetry__proto__collector__profiles__v1development__export_profiles_service_request__unpack(
@@ -624,8 +677,18 @@ int fc_otlp_decode_depth(struct fc_batch *b, const uint8_t *data, size_t len, un
             return fc_errorf(err, FC_ETOOBIG, "otlp: request exceeds the memory limit of %zu bytes",
                              b->arena->budget);
         }
-        return fc_errorf(err, FC_EPROTO,
-                         "otlp: not a valid ExportProfilesServiceRequest (malformed protobuf)");
+        rc = older_layout(b, data, len, true, res, err, &done);
+        if (!done) {
+            rc = fc_errorf(err, FC_EPROTO,
+                           "otlp: not a valid ExportProfilesServiceRequest (malformed protobuf)");
+        }
+        return rc;
+    }
+    if (fc_otlp_layout_suspect(req)) {
+        rc = older_layout(b, data, len, true, res, err, &done);
+        if (done) {
+            return rc;
+        }
     }
     return fc_otlp_decode_message(b, req, res, err);
 }
@@ -1529,7 +1592,24 @@ int fc_otlp_decode_json_depth(struct fc_batch *b, const char *text, size_t len, 
         &opentelemetry__proto__collector__profiles__v1development__export_profiles_service_request__descriptor,
         text, len, max_depth, &req, err);
     if (rc != FC_OK) {
+        struct fc_otlp_layout_info info;
+        if (rc == FC_EPROTO && fc_otlp_layout_scan_json(text, len, &info) != FC_OTLP_LAYOUT_NONE) {
+            /* An older layout's shapes (a repeated sample_type): named, with what failed. */
+            char why[sizeof(err->msg) / 2];
+            size_t n;
+            snprintf(why, sizeof(why), "%s", err->msg);
+            fc_otlp_layout_error(&info, true, err);
+            n = strlen(err->msg);
+            snprintf(err->msg + n, sizeof(err->msg) - n, " (%s)", why);
+            return FC_EPROTO;
+        }
         return fc_error_wrap(err, "otlp json");
+    }
+    if (fc_otlp_layout_suspect(req)) {
+        struct fc_otlp_layout_info info;
+        if (fc_otlp_layout_scan_json(text, len, &info) != FC_OTLP_LAYOUT_NONE) {
+            return fc_otlp_layout_error(&info, true, err);
+        }
     }
     return fc_otlp_decode_message(b, req, res, err);
 }

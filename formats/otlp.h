@@ -34,6 +34,7 @@ struct fc_otlp_result {
     uint32_t profiles;          /* accepted into the batch */
     uint32_t rejected_profiles; /* partial success */
     char message[256];          /* why the first one was rejected */
+    bool translated;            /* came in an older layout, translated (formats/otlp_layout.h) */
 };
 
 /* Messages nested deeper than FC_PB_DEFAULT_MAX_DEPTH are refused (FC_EPROTO). */

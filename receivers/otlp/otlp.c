@@ -8,6 +8,8 @@
 #include "core/log.h"
 #include "core/mem.h"
 #include "core/metrics.h"
+#include "core/timeutil.h"
+#include "formats/otlp_layout.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -101,6 +103,9 @@ static int otlp_create(struct fc_receiver *self, struct fc_error *err)
                                               "Profiles rejected inside accepted requests "
                                               "(OTLP partial success).");
     r->truncated_stacks = fc_input_limits_truncated_counter(self->id);
+    r->time_replaced = fc_metrics_counter(
+        "flamecol_receiver_profiles_time_replaced_total", labels,
+        "Profiles stored at their receive time: time_unix_nano 0 or before 2000-01-01.");
     self->ctx = r;
     return FC_OK;
 }
@@ -135,6 +140,19 @@ void otlp_count_refused(struct otlp_receiver *r)
     fc_metric_add(r->self->metrics.failed_batches, 1);
 }
 
+uint32_t otlp_fix_times(struct fc_batch *b, int64_t now)
+{
+    uint32_t n = 0;
+
+    for (uint32_t i = 0; i < b->n_profiles; i++) {
+        if (b->profiles[i].time_ns < OTLP_MIN_PLAUSIBLE_NS) {
+            b->profiles[i].time_ns = now;
+            n++;
+        }
+    }
+    return n;
+}
+
 /* Decodes the request into b and applies every input cap; a refusal fills err. */
 static int decode_capped(struct otlp_receiver *r, struct fc_batch *b, const struct otlp_request *rq,
                          struct fc_otlp_result *res, uint64_t *truncated, struct fc_error *err)
@@ -159,6 +177,7 @@ int otlp_export(struct otlp_receiver *r, const struct otlp_request *rq, struct f
     /* Decoded tables take a few times the wire size; the cap bounds one request. */
     struct fc_batch *b = fc_batch_new((size_t)r->cfg->max_decompressed_size * 4);
     uint64_t truncated = 0;
+    uint32_t replaced = 0;
     int rc;
 
     memset(res, 0, sizeof(*res));
@@ -178,7 +197,13 @@ int otlp_export(struct otlp_receiver *r, const struct otlp_request *rq, struct f
     if (res->rejected_profiles > 0) {
         fc_log_debug(r->self->id, "rejected %u profiles: %s", res->rejected_profiles, res->message);
     }
-    if (!rq->json && res->rejected_profiles == 0 && truncated == 0) {
+    if (res->translated) {
+        fc_log_debug(r->self->id, "%s", FC_OTLP_LAYOUT_TRANSLATED_NOTE);
+    }
+    replaced = otlp_fix_times(b, fc_now_ns());
+    fc_metric_add(r->time_replaced, replaced);
+    if (!rq->json && res->rejected_profiles == 0 && truncated == 0 && replaced == 0 &&
+        !res->translated) {
         /* The batch is exactly the request: exporters may send its bytes as they came. */
         fc_batch_set_wire(b, rq->body, rq->len, rq->gzip, rq->gzip_len, res->profiles);
     }

@@ -37,6 +37,7 @@ struct otlp_receiver {
     const struct otlp_config *cfg;
     _Atomic int64_t *rejected_profiles; /* partial success, counted per profile */
     _Atomic int64_t *truncated_stacks;  /* stacks cut to max_stack_depth */
+    _Atomic int64_t *time_replaced;     /* profiles stamped at receive time (otlp_fix_times) */
     struct otlp_grpc *grpc;             /* NULL unless protocols.grpc is on */
 };
 
@@ -66,6 +67,16 @@ int otlp_export(struct otlp_receiver *r, const struct otlp_request *rq, struct f
 int otlp_grpc_code(int rc);
 /* Counts a request refused before it reached the pipeline. */
 void otlp_count_refused(struct otlp_receiver *r);
+
+/*
+ * Profiles without a plausible time get the receive time `now`, as
+ * Pyroscope's ingest gives time.Now() to a profile whose time is 0:
+ * time_unix_nano 0, negative, or before OTLP_MIN_PLAUSIBLE_NS
+ * (2000-01-01T00:00:00Z), which is where a stamp in seconds, milliseconds or
+ * microseconds sent as nanoseconds lands (in 1970). Returns how many.
+ */
+#define OTLP_MIN_PLAUSIBLE_NS (946684800LL * 1000000000LL)
+uint32_t otlp_fix_times(struct fc_batch *b, int64_t now);
 
 int otlp_http_start(struct otlp_receiver *r, struct fc_host *host, struct fc_error *err);
 int otlp_grpc_start(struct otlp_receiver *r, struct fc_error *err);
