@@ -25,18 +25,20 @@ class QueuedRecordsKeepTheirEncodingTest(unittest.TestCase):
         qdir = tempfile.mkdtemp(prefix="flamecol-it-queue-")
         queue = "    sending_queue:\n      storage: %s\n" % qdir
         try:
-            a = start_a(kind, endpoint, first + queue, max_elapsed="0s")
-            push(a, read_corpus("go-1s-cpu"), "requeued")
-            wait_for(lambda: metric(a, "flamecol_exporter_retries_total", kind) >= 1, 30, "a retry")
-            stop_checked(self, a)
+            # `with`: a failed check still kills A (no process outlives the test).
+            with start_a(kind, endpoint, first + queue, max_elapsed="0s") as a:
+                push(a, read_corpus("go-1s-cpu"), "requeued")
+                wait_for(lambda: metric(a, "flamecol_exporter_retries_total", kind) >= 1, 30,
+                         "a retry")
+                stop_checked(self, a)
             b = Collector(B_CONFIG.replace("{grpc}", str(b_grpc)).replace("{http}", str(b_http)))
             with b:
                 b.wait_ready()
-                a = start_a(kind, endpoint, second + queue, max_elapsed="0s")
-                wait_for(lambda: sent_requests(a, kind) >= 1, 30, "the queued request sent")
-                self.assertEqual(metric(a, "flamecol_exporter_send_failed_requests_total", kind), 0,
-                                 a.log())
-                stop_checked(self, a)
+                with start_a(kind, endpoint, second + queue, max_elapsed="0s") as a:
+                    wait_for(lambda: sent_requests(a, kind) >= 1, 30, "the queued request sent")
+                    self.assertEqual(metric(a, "flamecol_exporter_send_failed_requests_total",
+                                            kind), 0, a.log())
+                    stop_checked(self, a)
                 top = parse_top("go-1s-cpu")
                 for section in top.values():
                     t = "process_cpu:%s:%s:cpu:nanoseconds" % (
