@@ -181,6 +181,43 @@ class Collector:
             self.stderr.close()
 
 
+# The pprof and otlp receivers (gRPC and HTTP on ports of their own) into the store.
+OTLP_STORE_PIPELINE = """
+receivers:
+  pprof:
+    endpoint: 127.0.0.1:{port}
+  otlp:
+    protocols:
+      grpc:
+        endpoint: 127.0.0.1:{grpc}
+      http:
+        endpoint: 127.0.0.1:{otlp}
+exporters:
+  store:
+    path: {dir}/data
+    query:
+      endpoint: 127.0.0.1:{port}
+      max_query_length: 0
+service:
+  pipelines:
+    profiles:
+      receivers: [pprof, otlp]
+      exporters: [store]
+  telemetry:
+    metrics:
+      endpoint: 127.0.0.1:{metrics}
+"""
+
+
+def start_otlp_store():
+    """A ready flamecol on OTLP_STORE_PIPELINE: (collector, gRPC port, OTLP/HTTP URL)."""
+    grpc_port, otlp_port = free_port(), free_port()
+    c = Collector(OTLP_STORE_PIPELINE.replace("{grpc}", str(grpc_port))
+                  .replace("{otlp}", str(otlp_port)))
+    c.wait_ready()
+    return c, grpc_port, "http://127.0.0.1:%d/v1development/profiles" % otlp_port
+
+
 DEBUG_PIPELINE = """
 receivers:
   pprof:

@@ -16,37 +16,12 @@ import urllib.parse
 import grpc
 
 from fake_peers import HttpPeer
-from harness import Collector, free_port, http, pb_fields, pb_ld, pb_packed, pb_put_varint, pb_varint, \
-    pb_vi
+from harness import Collector, http, pb_fields, pb_ld, pb_packed, pb_put_varint, pb_varint, pb_vi, \
+    start_otlp_store
 
 METHOD = "/opentelemetry.proto.collector.profiles.v1development.ProfilesService/Export"
 # cpu:nanoseconds with a cpu:nanoseconds period is named after its period type (README).
 CPU = "cpu:cpu:nanoseconds:cpu:nanoseconds"
-
-PIPELINE = """
-receivers:
-  otlp:
-    protocols:
-      grpc:
-        endpoint: 127.0.0.1:{grpc}
-      http:
-        endpoint: 127.0.0.1:{otlp}
-exporters:
-  store:
-    path: {dir}/data
-    query:
-      endpoint: 127.0.0.1:{port}
-      max_query_length: 0
-service:
-  pipelines:
-    profiles:
-      receivers: [otlp]
-      exporters: [store]
-  telemetry:
-    metrics:
-      endpoint: 127.0.0.1:{metrics}
-"""
-
 
 # ---- protobuf, by hand ------------------------------------------------------------------------
 
@@ -185,11 +160,7 @@ ADVICE = "send the v1.10 layout (v1development as of opentelemetry-proto 1.10)"
 class OlderLayoutsTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.grpc_port, otlp_port = free_port(), free_port()
-        cls.c = Collector(PIPELINE.replace("{grpc}", str(cls.grpc_port))
-                          .replace("{otlp}", str(otlp_port)))
-        cls.c.wait_ready()
-        cls.otlp = "http://127.0.0.1:%d/v1development/profiles" % otlp_port
+        cls.c, cls.grpc_port, cls.otlp = start_otlp_store()
         cls.channel = grpc.insecure_channel("127.0.0.1:%d" % cls.grpc_port)
         cls.export = cls.channel.unary_unary(METHOD)
 
