@@ -11,7 +11,20 @@
  * the nodes of the full-detail tree beside the flame graph's, and building
  * the merged pprof from it.
  *
- *   bench_store CORPUS_DIR [series=4] [hours=24]
+ *   bench_store CORPUS_DIR [series=4] [hours=24] [many=10000] [seconds=3]
+ *
+ * Then the store at scale (issue 14), for 1, 100 and `many` series of one
+ * service (distinct pod labels), each fed the same 10,000 profiles spread
+ * over 24 h: library ingest per CPU-second, disk per profile against the
+ * raw .pb.gz (all 10 s windows kept, then compacted), one-series and
+ * whole-service flame graphs over 1 h and 24 h, label names and values,
+ * and this process's RssAnon. Last, when the flamecol binary sits beside
+ * this one (or FLAMECOL_BIN names it), the real collector: HTTP /ingest
+ * into `nop` and into the store (sync: batch, on the pre-filled store of 1
+ * and of `many` series) with 4 and 64 requests in flight, `seconds` per
+ * phase: profiles per collector CPU-second for both in the same run, their
+ * ratio, acknowledgement latency p50/p99, and the collector's RssAnon.
+ * `many` = 100 makes a quick run.
  *
  * Figures, not assertions.
  */
@@ -23,6 +36,10 @@
 #include "formats/pyroscope.h"
 #include "storage/store.h"
 
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +47,8 @@
 
 #define STEP_S 10
 #define BASE_S 1700000000LL
+#define SCALE_PROFILES 10000
+#define SCALE_SERVICE "bench-scale"
 
 static int cmp_i64(const void *a, const void *b)
 {
@@ -55,6 +74,398 @@ static struct fc_batch *profile(const uint8_t *data, size_t len, int series, int
     return b;
 }
 
+/* RssAnon of a process ("self" or a pid) in kB, from /proc; -1 when unknown. */
+static long rss_anon_kb(const char *pid)
+{
+    char path[64], line[256];
+    long kb = -1;
+    FILE *f;
+
+    snprintf(path, sizeof(path), "/proc/%s/status", pid);
+    if ((f = fopen(path, "r")) == NULL) {
+        return -1;
+    }
+    while (fgets(line, sizeof(line), f) != NULL) {
+        if (sscanf(line, "RssAnon: %ld", &kb) == 1) {
+            break;
+        }
+    }
+    fclose(f);
+    return kb;
+}
+
+static long peak_self_anon_kb;
+
+static void sample_self_anon(void)
+{
+    long kb = rss_anon_kb("self");
+    if (kb > peak_self_anon_kb) {
+        peak_self_anon_kb = kb;
+    }
+}
+
+/* One profile of the scale runs: service SCALE_SERVICE, pod p<pod>. */
+static struct fc_batch *scale_profile(const uint8_t *data, size_t len, int pod, int64_t t_s)
+{
+    struct fc_batch *b = profile(data, len, 0, t_s);
+    char v[32];
+
+    snprintf(v, sizeof(v), "p%d", pod);
+    fc_profile_set_label(b, &b->profiles[0], "service_name", SCALE_SERVICE);
+    fc_profile_set_label(b, &b->profiles[0], "pod", v);
+    return b;
+}
+
+/* p50 and p99 (ms) of a timed query, repeated up to `runs` times or about 3 s. */
+struct timing {
+    double p50_ms, p99_ms;
+    int runs;
+    int64_t total;
+    uint32_t series, windows;
+};
+
+static struct timing time_merge(struct fc_store *store, const char *query, int64_t from_s,
+                                int64_t until_s, int runs)
+{
+    int64_t ns[64], spent = 0;
+    struct timing t = {0};
+    struct fc_selector sel;
+    struct fc_error err = {0};
+
+    if (fc_selector_parse(query, &sel, &err) != FC_OK) {
+        fprintf(stderr, "selector %s: %s\n", query, err.msg);
+        exit(1);
+    }
+    for (t.runs = 0; t.runs < runs && t.runs < 64 && (t.runs < 3 || spent < 3000000000LL);
+         t.runs++) {
+        struct fc_store_query q = {"anonymous", &sel, from_s * 1000000000LL, until_s * 1000000000LL,
+                                   false};
+        struct fc_store_result res;
+        struct fc_store_stats st;
+        int64_t t0 = fc_now_mono_ns();
+        if (fc_store_select_merge(store, &q, &res, &st, &err) != FC_OK) {
+            fprintf(stderr, "query: %s\n", err.msg);
+            exit(1);
+        }
+        ns[t.runs] = fc_now_mono_ns() - t0;
+        spent += ns[t.runs];
+        t.total = fc_tree_total(&res.tree);
+        t.series = st.series;
+        t.windows = st.nodes_merged;
+        fc_store_result_release(&res);
+        sample_self_anon();
+    }
+    qsort(ns, (size_t)t.runs, sizeof(int64_t), cmp_i64);
+    t.p50_ms = (double)ns[t.runs / 2] / 1e6;
+    t.p99_ms = (double)ns[(t.runs * 99) / 100] / 1e6;
+    fc_selector_release(&sel);
+    return t;
+}
+
+/*
+ * SCALE_PROFILES profiles over 24 h into a new store, spread over n_series
+ * pods of one service, then its figures. Returns the store's directory
+ * (closed, kept for the collector runs; the caller removes it).
+ */
+static char *scale_run(int n_series, uint8_t *const *cpu, const size_t *cpu_len)
+{
+    char *dir = strdup("/tmp/flamecol-bench-scale-XXXXXX");
+    struct fc_store_options o = {0};
+    struct fc_store *store;
+    struct fc_error err = {0};
+    int64_t raw_bytes = 0, t0, wall_ns, disk, used_full, used_coarse;
+    double cpu0, cpu_s;
+    int last_pod = (SCALE_PROFILES - 1) % n_series;
+    char one[256], all[256];
+
+    if (mkdtemp(dir) == NULL) {
+        exit(1);
+    }
+    o.path = dir;
+    o.sync = FC_SYNC_BATCH;
+    if (fc_store_open(&o, &store, &err) != FC_OK) {
+        fprintf(stderr, "%s\n", err.msg);
+        exit(1);
+    }
+    t0 = fc_now_mono_ns();
+    cpu0 = bench_cpu_self();
+    for (int i = 0; i < SCALE_PROFILES; i += 16) {
+        struct fc_batch *group[16];
+        size_t n = 0;
+        for (int j = i; j < i + 16 && j < SCALE_PROFILES; j++) {
+            int k = j % 3;
+            group[n++] = scale_profile(cpu[k], cpu_len[k], j % n_series,
+                                       BASE_S + (int64_t)j * 86400 / SCALE_PROFILES);
+            raw_bytes += (int64_t)cpu_len[k];
+        }
+        if (fc_store_write(store, group, n, &err) != FC_OK) {
+            fprintf(stderr, "write: %s\n", err.msg);
+            exit(1);
+        }
+        for (size_t g = 0; g < n; g++) {
+            fc_batch_unref(group[g]);
+        }
+        if (i % 1024 == 0) {
+            sample_self_anon();
+        }
+    }
+    /* As the exporter does when idle: the coarse windows rebuilt (counted in the ingest). */
+    if (fc_store_flush(store, &err) != FC_OK) {
+        fprintf(stderr, "flush: %s\n", err.msg);
+        exit(1);
+    }
+    wall_ns = fc_now_mono_ns() - t0;
+    cpu_s = bench_cpu_self() - cpu0;
+    disk = fc_store_disk_bytes(store);
+    used_full = fc_store_used_bytes(store);
+    printf("scale %d pods: ingest %d profiles (library, sync batch, groups of 16): %.0f "
+           "profiles/s, %.0f profiles per CPU-second (%.1f CPU-ms each)\n",
+           n_series, SCALE_PROFILES, (double)SCALE_PROFILES / ((double)wall_ns / 1e9),
+           (double)SCALE_PROFILES / cpu_s, 1000.0 * cpu_s / SCALE_PROFILES);
+    snprintf(one, sizeof(one),
+             "process_cpu:cpu:nanoseconds:cpu:nanoseconds{service_name=\"" SCALE_SERVICE
+             "\",pod=\"p%d\"}",
+             last_pod);
+    snprintf(all, sizeof(all),
+             "process_cpu:cpu:nanoseconds:cpu:nanoseconds{service_name=\"" SCALE_SERVICE "\"}");
+    {
+        static const struct {
+            const char *name;
+            int64_t secs;
+        } ranges[] = {{"1h", 3600}, {"24h", 86400}};
+        for (size_t r = 0; r < 2; r++) {
+            int64_t until = BASE_S + 86400, from = until - ranges[r].secs;
+            struct timing a = time_merge(store, one, from, until, 31);
+            struct timing b = time_merge(store, all, from, until, 31);
+            printf("scale %d pods: %-3s one series p50 %.2f ms p99 %.2f ms (%u windows) | whole "
+                   "service p50 %.2f ms p99 %.2f ms (%u series, %u windows, %d runs)\n",
+                   n_series, ranges[r].name, a.p50_ms, a.p99_ms, a.windows, b.p50_ms, b.p99_ms,
+                   b.series, b.windows, b.runs);
+        }
+    }
+    {
+        int64_t names_ns[11], values_ns[11];
+        size_t n_names = 0, n_values = 0;
+        for (int run = 0; run < 11; run++) {
+            char **v;
+            size_t n;
+            t0 = fc_now_mono_ns();
+            fc_store_label_names(store, "anonymous", &v, &n, &err);
+            names_ns[run] = fc_now_mono_ns() - t0;
+            fc_store_strings_free(v, n);
+            n_names = n;
+            t0 = fc_now_mono_ns();
+            fc_store_label_values(store, "anonymous", "pod", &v, &n, &err);
+            values_ns[run] = fc_now_mono_ns() - t0;
+            fc_store_strings_free(v, n);
+            n_values = n;
+        }
+        qsort(names_ns, 11, sizeof(int64_t), cmp_i64);
+        qsort(values_ns, 11, sizeof(int64_t), cmp_i64);
+        printf("scale %d pods: label names p50 %.3f ms (%zu) | label values of pod p50 %.3f ms "
+               "(%zu)\n",
+               n_series, (double)names_ns[5] / 1e6, n_names, (double)values_ns[5] / 1e6, n_values);
+    }
+    {
+        uint64_t deleted = 0;
+        if (fc_store_compact_before(store, BASE_S + 86400 + 100, &deleted, &err) != FC_OK) {
+            fprintf(stderr, "compact: %s\n", err.msg);
+            exit(1);
+        }
+        used_coarse = fc_store_used_bytes(store);
+    }
+    sample_self_anon();
+    printf("scale %d pods: disk %.0f bytes/profile (file), pages in use %.0f -> %.0f "
+           "bytes/profile compacted; raw .pb.gz %.0f: %.1f%% -> %.1f%% of raw (targets <= 15%% "
+           "and <= 8%%); bench RssAnon peak so far %.1f MB\n",
+           n_series, (double)disk / SCALE_PROFILES, (double)used_full / SCALE_PROFILES,
+           (double)used_coarse / SCALE_PROFILES, (double)raw_bytes / SCALE_PROFILES,
+           100.0 * (double)used_full / (double)raw_bytes,
+           100.0 * (double)used_coarse / (double)raw_bytes, (double)peak_self_anon_kb / 1024);
+    fc_store_close(store);
+    return dir;
+}
+
+/* ---- the collector: HTTP /ingest into nop and into the store ---------------------------- */
+
+static int c_port;
+static int c_series;
+static uint8_t *const *c_cpu;
+static const size_t *c_cpu_len;
+static _Atomic int c_stop;
+static _Atomic int64_t c_next;
+
+struct c_client {
+    pthread_t thread;
+    int64_t *lat;
+    size_t n, cap;
+    int64_t failed;
+};
+
+static void *c_client_run(void *arg)
+{
+    struct c_client *c = arg;
+    int fd = bench_connect(c_port);
+    char path[256];
+
+    while (!atomic_load(&c_stop) && fd >= 0) {
+        int64_t i = atomic_fetch_add(&c_next, 1), t0;
+        int k = (int)(i % 3);
+        /* name=bench-scale{pod=p<i % series>}, percent-encoded */
+        snprintf(path, sizeof(path),
+                 "/ingest?name=" SCALE_SERVICE "%%7Bpod%%3Dp%lld%%7D&spyName=gospy",
+                 (long long)(i % c_series));
+        t0 = fc_now_mono_ns();
+        if (bench_http_post(fd, path, "application/octet-stream", c_cpu[k], c_cpu_len[k]) != 200) {
+            c->failed++;
+            close(fd);
+            fd = bench_connect(c_port);
+            continue;
+        }
+        if (c->n == c->cap) {
+            c->cap = c->cap ? c->cap * 2 : 4096;
+            c->lat = realloc(c->lat, c->cap * sizeof(int64_t));
+            if (c->lat == NULL) {
+                exit(1);
+            }
+        }
+        c->lat[c->n++] = fc_now_mono_ns() - t0;
+    }
+    if (fd >= 0) {
+        close(fd);
+    }
+    return NULL;
+}
+
+/* One phase: in_flight clients for `seconds`; returns profiles per collector CPU-second. */
+static double c_phase(const char *what, pid_t pid, int in_flight, double seconds)
+{
+    struct c_client clients[64];
+    int64_t *all, t0, n = 0, failed = 0;
+    double c0, cpu, wall, per_cpu;
+    char pid_s[32];
+
+    memset(clients, 0, sizeof(clients));
+    atomic_store(&c_stop, 0);
+    c0 = bench_cpu_of(pid);
+    t0 = fc_now_mono_ns();
+    for (int i = 0; i < in_flight; i++) {
+        pthread_create(&clients[i].thread, NULL, c_client_run, &clients[i]);
+    }
+    fc_sleep_ns((int64_t)(seconds * 1e9));
+    atomic_store(&c_stop, 1);
+    for (int i = 0; i < in_flight; i++) {
+        pthread_join(clients[i].thread, NULL);
+        n += (int64_t)clients[i].n;
+        failed += clients[i].failed;
+    }
+    wall = (double)(fc_now_mono_ns() - t0) / 1e9;
+    cpu = bench_cpu_of(pid) - c0;
+    all = calloc((size_t)n + 1, sizeof(int64_t));
+    n = 0;
+    for (int i = 0; i < in_flight; i++) {
+        memcpy(all + n, clients[i].lat, clients[i].n * sizeof(int64_t));
+        n += (int64_t)clients[i].n;
+        free(clients[i].lat);
+    }
+    qsort(all, (size_t)n, sizeof(int64_t), cmp_i64);
+    per_cpu = cpu > 0 ? (double)n / cpu : 0;
+    snprintf(pid_s, sizeof(pid_s), "%d", (int)pid);
+    printf("collector %-5s %5d pods %2d in flight: %6.0f profiles/s, %6.0f profiles per "
+           "CPU-second, ack p50 %.2f ms p99 %.2f ms (%lld requests, %lld failed); RssAnon "
+           "%.1f MB\n",
+           what, c_series, in_flight, (double)n / wall, per_cpu, n ? (double)all[n / 2] / 1e6 : 0.0,
+           n ? (double)all[n * 99 / 100] / 1e6 : 0.0, (long long)n, (long long)failed,
+           (double)rss_anon_kb(pid_s) / 1024);
+    free(all);
+    return per_cpu;
+}
+
+static void collector_runs(const char *bin, const char *store_dir, int n_series, double seconds)
+{
+    static const int in_flight[] = {4, 64};
+    double nop_rate[2], store_rate[2];
+    char yaml[2048];
+    pid_t pid;
+
+    c_series = n_series;
+    c_port = bench_free_port();
+    snprintf(yaml, sizeof(yaml),
+             "receivers:\n  pprof:\n    endpoint: 127.0.0.1:%d\n"
+             "exporters:\n  nop:\n"
+             "service:\n  telemetry: {metrics: {level: none}, logs: {level: warn}}\n"
+             "  pipelines:\n    profiles: {receivers: [pprof], exporters: [nop]}\n",
+             c_port);
+    pid = bench_start_collector(bin, yaml, c_port);
+    for (int i = 0; i < 2; i++) {
+        nop_rate[i] = c_phase("nop", pid, in_flight[i], seconds);
+    }
+    bench_stop_collector(pid);
+    c_port = bench_free_port();
+    snprintf(yaml, sizeof(yaml),
+             "receivers:\n  pprof:\n    endpoint: 127.0.0.1:%d\n"
+             "exporters:\n  store:\n    path: %s\n    sync: batch\n    retention: 0\n"
+             "    query: {endpoint: 127.0.0.1:%d}\n"
+             "service:\n  telemetry: {metrics: {level: none}, logs: {level: warn}}\n"
+             "  pipelines:\n    profiles: {receivers: [pprof], exporters: [store]}\n",
+             c_port, store_dir, bench_free_port());
+    pid = bench_start_collector(bin, yaml, c_port);
+    for (int i = 0; i < 2; i++) {
+        store_rate[i] = c_phase("store", pid, in_flight[i], seconds);
+    }
+    printf("collector %d pods: store costs %.1fx nop CPU per profile at 4 in flight, %.1fx at "
+           "64 (target <= 2.5x; >= 4,000 profiles per CPU-second); peak RSS %.1f MB\n",
+           n_series, store_rate[0] > 0 ? nop_rate[0] / store_rate[0] : 0.0,
+           store_rate[1] > 0 ? nop_rate[1] / store_rate[1] : 0.0,
+           (double)bench_peak_rss_kb(pid) / 1024);
+    bench_stop_collector(pid);
+}
+
+static void remove_dir(const char *dir)
+{
+    char cmd[256];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+    if (system(cmd) != 0) {
+        fprintf(stderr, "could not remove %s\n", dir);
+    }
+}
+
+static void scale_section(const char *argv0, int many, double seconds, uint8_t *const *cpu,
+                          const size_t *cpu_len)
+{
+    const int counts[] = {1, 100, many};
+    char *dirs[3];
+    char bin[PATH_MAX];
+    const char *env = getenv("FLAMECOL_BIN");
+    int n_counts = many == 100 ? 2 : 3;
+
+    for (int i = 0; i < n_counts; i++) {
+        dirs[i] = scale_run(counts[i], cpu, cpu_len);
+    }
+    if (env != NULL) {
+        snprintf(bin, sizeof(bin), "%s", env);
+    } else {
+        const char *slash = strrchr(argv0, '/');
+        snprintf(bin, sizeof(bin), "%.*sflamecol", slash ? (int)(slash - argv0 + 1) : 0, argv0);
+    }
+    if (access(bin, X_OK) != 0) {
+        printf("collector: %s not found (set FLAMECOL_BIN): collector runs skipped\n", bin);
+    } else {
+        signal(SIGPIPE, SIG_IGN);
+        c_cpu = cpu;
+        c_cpu_len = cpu_len;
+        printf("collector: %s, HTTP /ingest of the 3 Go CPU profiles (raw .pb.gz), %.0f s per "
+               "phase, store pre-filled as above\n",
+               bin, seconds);
+        collector_runs(bin, dirs[0], 1, seconds);
+        collector_runs(bin, dirs[n_counts - 1], counts[n_counts - 1], seconds);
+    }
+    for (int i = 0; i < n_counts; i++) {
+        remove_dir(dirs[i]);
+        free(dirs[i]);
+    }
+}
+
 int main(int argc, char **argv)
 {
     const char *wanted[] = {"go-1s-cpu.pb.gz", "go-3s-cpu.pb.gz", "pyroscope-go-cpu.pb.gz"};
@@ -65,6 +476,8 @@ int main(int argc, char **argv)
     size_t cpu_len[3];
     int n_series = argc > 2 ? atoi(argv[2]) : 4;
     int hours = argc > 3 ? atoi(argv[3]) : 24;
+    int many = argc > 4 ? atoi(argv[4]) : 10000;
+    double seconds = argc > 5 ? atof(argv[5]) : 3;
     int64_t per_series = hours * 3600 / STEP_S;
     char dir[] = "/tmp/flamecol-bench-store-XXXXXX";
     struct fc_store_options o = {0};
@@ -76,7 +489,7 @@ int main(int argc, char **argv)
     char paths[64][256];
 
     if (argc < 2) {
-        fprintf(stderr, "usage: bench_store CORPUS_DIR [series] [hours]\n");
+        fprintf(stderr, "usage: bench_store CORPUS_DIR [series] [hours] [many] [seconds]\n");
         return 2;
     }
     /* bench_load_corpus reads every file; keep the three Go CPU profiles. */
@@ -129,6 +542,11 @@ int main(int argc, char **argv)
             fc_batch_unref(group[g]);
         }
         written += (int64_t)n;
+    }
+    /* As the exporter does when idle: the coarse windows rebuilt (counted in the ingest). */
+    if (fc_store_flush(store, &err) != FC_OK) {
+        fprintf(stderr, "flush: %s\n", err.msg);
+        return 1;
     }
     {
         double secs = (double)(fc_now_mono_ns() - t0) / 1e9;
@@ -292,14 +710,11 @@ int main(int argc, char **argv)
     fc_store_close(store);
     if (getenv("FC_BENCH_KEEP") != NULL) {
         printf("kept the database in %s\n", dir); /* FC_BENCH_KEEP: for inspection */
-        return 0;
+    } else {
+        remove_dir(dir);
     }
-    {
-        char cmd[128];
-        snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-        if (system(cmd) != 0) {
-            return 1;
-        }
+    if (many > 0) {
+        scale_section(argv[0], many < 100 ? 100 : many, seconds, cpu, cpu_len);
     }
     return 0;
 }

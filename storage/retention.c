@@ -190,6 +190,14 @@ int fc_store_compact_before(struct fc_store *s, int64_t cutoff_s, uint64_t *dele
         (rc = set_coarse_before(s, cutoff_s, err)) != FC_OK) {
         return rc;
     }
+    /*
+     * Dirty 100 s windows are rebuilt from their 10 s windows before these
+     * go. Writes committed from here on see the new cutoff and merge into
+     * such 100 s windows directly (store_write.c).
+     */
+    if ((rc = fc_store_flush(s, err)) != FC_OK) {
+        return rc;
+    }
     d.cutoff_s = cutoff_s;
     d.max_level = 0;
     return delete_keys(s, s->db[DB_NODE], node_doomed, &d, deleted, err);

@@ -75,6 +75,16 @@ struct fc_store;
  */
 int fc_store_open(const struct fc_store_options *o, struct fc_store **out, struct fc_error *err);
 void fc_store_close(struct fc_store *s);
+/*
+ * Rebuilds every dirty window (coarser than 10 s) from its finer windows,
+ * in one transaction. fc_store_write does it every FC_STORE_FLUSH_NS,
+ * compaction and fc_store_close before they act; queries are exact either
+ * way (they read a dirty window's children).
+ */
+#define FC_STORE_FLUSH_NS 2000000000LL
+int fc_store_flush(struct fc_store *s, struct fc_error *err);
+/* Nanoseconds until a flush is due (<= 0: now), or -1 when nothing was written since the last. */
+int64_t fc_store_flush_in(struct fc_store *s);
 
 /*
  * Writes every profile of every batch in one transaction; when it returns

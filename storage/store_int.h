@@ -1,15 +1,23 @@
 /*
- * Private to storage/: the store's state and the helpers that store.c
- * (writing, reading) and retention.c (deleting, size accounting) share.
+ * Private to storage/: the store's state and the helpers its files share:
+ * store.c (keys, open, close), store_write.c (the write path),
+ * store_pack.c (packed windows), store_spans.c (the span index),
+ * store_read.c (the read path), retention.c (deleting, size accounting)
+ * and symbols.c (resolving frames).
  */
 #ifndef FC_STORAGE_STORE_INT_H
 #define FC_STORAGE_STORE_INT_H
 
+#include "core/buf.h"
 #include "storage/store.h"
+#include "storage/tree.h"
 
 #include <lmdb.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
+#include <xxhash.h>
 
 enum {
     DB_SYM,
@@ -25,10 +33,14 @@ enum {
     DB_TRACE,
     DB_BASE,
     DB_SBASE,
+    DB_DIRTY,
     N_DBS
 };
 
 extern const int64_t fc_store_level_secs[FC_STORE_LEVELS];
+
+/* The name of each database, by DB_ index. */
+extern const char *const fc_store_db_names[N_DBS];
 
 struct fc_store {
     MDB_env *env;
@@ -40,6 +52,9 @@ struct fc_store {
     _Atomic uint64_t corrupt;      /* windows skipped because their tree did not decode */
     _Atomic int64_t coarse_before; /* 10 s windows before this were compacted away */
     _Atomic uint64_t failures[FC_STORE_FAILURE_KINDS]; /* refused writes, by kind */
+    _Atomic int64_t last_flush_ns; /* monotonic time of the last fc_store_flush */
+    bool ready;                    /* opened whole: close flushes the dirty windows */
+    _Atomic bool dirty;            /* a write since the last flush began */
 };
 
 /* "\0coarse_before" in DB_META: le64 unix s. */
@@ -80,5 +95,207 @@ static inline MDB_val val(const void *p, size_t n)
     MDB_val v = {n, (void *)p};
     return v;
 }
+
+/* ---- keys --------------------------------------------------------------------------------- */
+
+struct key {
+    uint8_t b[512];
+    size_t n;
+};
+
+static inline void key_tenant(struct key *k, const char *tenant)
+{
+    size_t n = strlen(tenant);
+
+    if (n > 200) {
+        n = 200; /* tenants are validated to 150 bytes by receivers */
+    }
+    memcpy(k->b, tenant, n);
+    k->b[n] = 0;
+    k->n = n + 1;
+}
+
+static inline void key_bytes(struct key *k, const void *p, size_t n)
+{
+    memcpy(k->b + k->n, p, n);
+    k->n += n;
+}
+
+static inline void key_be32(struct key *k, uint32_t v)
+{
+    for (int i = 3; i >= 0; i--) {
+        k->b[k->n++] = (uint8_t)(v >> (i * 8));
+    }
+}
+
+static inline void key_be64(struct key *k, uint64_t v)
+{
+    for (int i = 7; i >= 0; i--) {
+        k->b[k->n++] = (uint8_t)(v >> (i * 8));
+    }
+}
+
+static inline void key_h64(struct key *k, const char *s, size_t n)
+{
+    key_be64(k, XXH3_64bits(s, n));
+}
+
+static inline void key_h128(struct key *k, const char *s, size_t n)
+{
+    XXH128_hash_t h = XXH3_128bits(s, n);
+    key_be64(k, h.high64);
+    key_be64(k, h.low64);
+}
+
+static inline uint32_t be32(const uint8_t *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+static inline void node_key(struct key *k, const char *tenant, uint32_t base, int level,
+                            int64_t window)
+{
+    key_tenant(k, tenant);
+    key_be32(k, base);
+    k->b[k->n++] = (uint8_t)level;
+    key_be64(k, (uint64_t)window);
+}
+
+/*
+ * Whether window (base, level, start) is dirty: a profile went into one of
+ * its finer windows since it was last rebuilt (store_flush.c), so its
+ * stored tree (if any) is stale and readers take its children instead.
+ */
+static inline bool window_dirty(struct fc_store *s, MDB_txn *txn, const char *tenant, uint32_t base,
+                                int level, int64_t window)
+{
+    struct key k;
+    MDB_val kv, v;
+
+    if (level == 0) {
+        return false;
+    }
+    node_key(&k, tenant, base, level, window);
+    kv = val(k.b, k.n);
+    return mdb_get(txn, s->db[DB_DIRTY], &kv, &v) == 0;
+}
+
+static inline int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* ---- the write path (store_write.c, store_spans.c) ---------------------------------------- */
+
+struct windows;
+
+struct writer {
+    struct fc_store *s;
+    MDB_txn *txn;
+    const char *tenant;
+    struct fc_error *err;
+    struct windows *windows;
+    int64_t coarse_before; /* as of this transaction (DB_META) */
+};
+
+/*
+ * Symbol ids of a sample's frames, root first: each frame is a frame record
+ * (storage/frame.h), memoized per line of a location (the dict's line pool)
+ * and per location without lines.
+ */
+struct frames {
+    uint32_t *line_sym; /* by index into dict.lines */
+    uint32_t *loc_sym;  /* by location index, for locations without lines */
+    uint32_t *path;
+    size_t cap;
+    struct fc_buf record;
+};
+
+/* Puts key k with data into database db of the write transaction. */
+int fc_store_put_empty(struct writer *w, int db, struct key *k, const void *data, size_t n);
+
+/* The symbol ids of sample s's frames, root first, into f->path[0..*depth). */
+int fc_store_sample_path(struct writer *w, struct frames *f, const struct fc_batch *b,
+                         const struct fc_sample *s, uint32_t *depth);
+
+/*
+ * Samples of one profile with the same sample labels (span_id/trace_id aside).
+ * Every label is kept, however many a sample has: the receivers' cap
+ * (max_sample_labels, 0 = none) is the only bound.
+ */
+struct group {
+    uint32_t *attrs; /* sorted attribute indices, n_attrs of them */
+    uint32_t n_attrs;
+    uint32_t *samples;
+    size_t n;
+    size_t cap;
+};
+
+/* Indexes a group's samples by span: one tree per (span, series, 10 s window). */
+int fc_store_write_spans(struct writer *w, struct frames *f, const struct fc_batch *b,
+                         const struct fc_profile *p, const struct group *g, uint32_t t,
+                         int64_t scale, uint32_t series, int64_t window);
+
+/* ---- packed windows (store_pack.c) -------------------------------------------------------- */
+
+/* One series' tree inside a packed window. */
+struct part {
+    uint32_t series;
+    struct fc_tree tree;
+};
+
+struct parts {
+    struct part *v;
+    uint32_t n, cap;
+};
+
+/* The header of a packed value: entries without decompressing the frame. */
+struct packed {
+    uint32_t n;
+    uint32_t *series;
+    int64_t *totals;
+    uint64_t *raw_lens;
+    const uint8_t *frame;
+    size_t frame_len;
+};
+
+/* The tree of series in ps, added empty when new. */
+struct fc_tree *fc_store_part_of(struct parts *ps, uint32_t series);
+void fc_store_parts_release(struct parts *ps);
+/* Parses the header of a packed value; false when corrupt. */
+bool fc_store_packed_parse(const uint8_t *data, size_t len, struct packed *p);
+void fc_store_packed_release(struct packed *p);
+/*
+ * Decodes the trees of a packed value whose series `want` accepts (NULL =
+ * all) into ps. Returns false when the value is corrupt.
+ */
+bool fc_store_packed_decode(const uint8_t *data, size_t len,
+                            bool (*want)(void *ctx, uint32_t series), void *ctx, struct parts *ps);
+/* Appends the packed value of ps to out. */
+int fc_store_packed_encode(const struct parts *ps, struct fc_buf *out);
+
+/* ---- the read path (store_read.c, store_spans.c) ------------------------------------------ */
+
+struct reader {
+    struct fc_store *s;
+    MDB_txn *txn;
+    const char *tenant;
+    struct fc_error *err;
+};
+
+struct idset {
+    uint32_t *v;
+    size_t n;
+    size_t cap;
+};
+
+/* Merges the span entries of one span id, for matched series (sorted ids) within the range. */
+void fc_store_merge_span(struct reader *r, const uint8_t span[8], const struct idset *ids,
+                         int64_t from_s, int64_t until_s, struct fc_tree *out, uint32_t *merged);
+
+/* The span ids of the query: given ones, plus every span recorded for its traces. */
+void fc_store_query_spans(struct reader *r, const struct fc_store_query *q, uint8_t (**out)[8],
+                          size_t *n);
 
 #endif

@@ -213,6 +213,15 @@ static void *writer_main(void *arg)
         while (x->head == NULL && !x->stopping) {
             struct timespec until;
             int64_t due = x->next_retention_ns - fc_now_mono_ns();
+            int64_t flush = fc_store_flush_in(x->store);
+            if (x->deadline_ns == 0 && flush == 0) {
+                /* Idle: the dirty coarse windows are rebuilt (storage/store_flush.c). */
+                struct fc_error ignored = {0};
+                pthread_mutex_unlock(&x->lock);
+                fc_store_flush(x->store, &ignored);
+                pthread_mutex_lock(&x->lock);
+                continue;
+            }
             if (x->deadline_ns > 0) {
                 due = 1000000000LL; /* shutting down: no retention any more */
             } else if (due <= 0) {
@@ -221,6 +230,9 @@ static void *writer_main(void *arg)
                 pthread_mutex_lock(&x->lock);
                 x->next_retention_ns = fc_now_mono_ns() + x->cfg->retention_interval;
                 continue;
+            }
+            if (flush > 0 && flush < due) {
+                due = flush; /* wakes for the flush */
             }
             /* A timed wait: retention runs even when nothing is written. */
             clock_gettime(CLOCK_REALTIME, &until);

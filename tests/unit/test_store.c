@@ -837,6 +837,68 @@ static int64_t range_total(struct fc_store *st, struct fc_store_query *q, int64_
     return total;
 }
 
+/*
+ * Coarse windows are dirty until a flush rebuilds them from their 10 s
+ * windows: before and after, every range and timeline counts each profile
+ * once (by hand: GO_CPU_TOTAL per profile), also across a reopen.
+ */
+static void test_dirty_windows_exact_before_and_after_flush(void **state)
+{
+    struct fc_store *s2 = open_sub("dirty");
+    struct fc_error err = {0};
+    struct fc_selector sel;
+    struct fc_store_query q = {0};
+    int64_t buckets[10];
+
+    (void)state;
+    for (int i = 0; i < 30; i++) { /* one profile per 10 s over [BASE, BASE + 300) */
+        struct fc_batch *b = load("go-1s-cpu.pb.gz", 0, BASE + i * 10, "d");
+        assert_int_equal(fc_store_write(s2, &b, 1, &err), FC_OK);
+        fc_batch_unref(b);
+    }
+    assert_int_equal(fc_selector_parse("process_cpu:cpu:nanoseconds:cpu:nanoseconds{}", &sel, &err),
+                     FC_OK);
+    q.tenant = "d";
+    q.selector = &sel;
+    for (int pass = 0; pass < 3; pass++) {
+        int64_t sum = 0;
+        /* Whole coarse windows (up to 10^7 s), and a slice of them. */
+        assert_int_equal(range_total(s2, &q, BASE - 10000000, BASE + 10000000), 30 * GO_CPU_TOTAL);
+        assert_int_equal(range_total(s2, &q, BASE, BASE + 1000), 30 * GO_CPU_TOTAL);
+        assert_int_equal(range_total(s2, &q, BASE + 100, BASE + 200), 10 * GO_CPU_TOTAL);
+        /* A 100 s step reads 100 s windows (dirty ones from their children). */
+        q.from_ns = BASE * 1000000000LL;
+        q.until_ns = (BASE + 1000) * 1000000000LL;
+        assert_int_equal(fc_store_timeline(s2, &q, 100000000000LL, buckets, 10, &err), FC_OK);
+        for (int i = 0; i < 10; i++) {
+            sum += buckets[i];
+        }
+        assert_int_equal(sum, 30 * GO_CPU_TOTAL);
+        assert_int_equal(buckets[1], 10 * GO_CPU_TOTAL);
+        if (pass == 0) {
+            assert_int_equal(fc_store_flush(s2, &err), FC_OK);
+        } else if (pass == 1) {
+            /* Dirty again, then closed and reopened. */
+            struct fc_batch *b = load("go-1s-cpu.pb.gz", 0, BASE + 500, "d");
+            struct fc_store_options o = {0};
+            char sub[256];
+            assert_int_equal(fc_store_write(s2, &b, 1, &err), FC_OK);
+            fc_batch_unref(b);
+            assert_int_equal(range_total(s2, &q, BASE, BASE + 1000), 31 * GO_CPU_TOTAL);
+            fc_store_close(s2);
+            snprintf(sub, sizeof(sub), "%s/dirty", dir);
+            o.path = sub;
+            o.sync = FC_SYNC_NONE;
+            assert_int_equal(fc_store_open(&o, &s2, &err), FC_OK);
+            assert_int_equal(range_total(s2, &q, BASE, BASE + 1000), 31 * GO_CPU_TOTAL);
+            /* Back to 30 for the next pass: [BASE + 500, +10) out of the checked ranges. */
+            break;
+        }
+    }
+    fc_selector_release(&sel);
+    fc_store_close(s2);
+}
+
 static void test_retention_deletes_old_windows_and_frees_pages(void **state)
 {
     struct fc_store *s2 = open_sub("retention");
@@ -1308,6 +1370,7 @@ int main(void)
         cmocka_unit_test(test_series_step),
         cmocka_unit_test(test_full_store_recovers),
         cmocka_unit_test(test_second_open_is_refused),
+        cmocka_unit_test(test_dirty_windows_exact_before_and_after_flush),
     };
     return cmocka_run_group_tests_name("store", tests, setup, teardown);
 }

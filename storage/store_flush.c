@@ -1,0 +1,162 @@
+/*
+ * Dirty windows: a write merges a profile into its 10 s window only and
+ * marks the six coarser windows above it dirty (DB_DIRTY, in the same
+ * transaction: as durable as the profile). A flush rebuilds each dirty
+ * window from its ten children, finest level first, so each is
+ * decompressed, merged and recompressed once per flush instead of once per
+ * commit. Readers see a dirty window's children instead of its stale tree
+ * (store_read.c), so a profile is in every answer once acknowledged.
+ */
+#include "storage/store.h"
+#include "storage/store_int.h"
+
+#include "core/buf.h"
+#include "core/log.h"
+#include "core/timeutil.h"
+
+#include <lmdb.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <string.h>
+
+/* Dirty keys are node keys: tenant 0 be32(base) u8(level) be64(window). */
+static bool dirty_key_parts(const MDB_val *kv, uint32_t *base, int *level, int64_t *window)
+{
+    const uint8_t *p = kv->mv_data;
+    const uint8_t *zero = memchr(p, 0, kv->mv_size);
+
+    if (zero == NULL || (size_t)(zero - p) + 1 + 13 != kv->mv_size) {
+        return false;
+    }
+    *base = be32(zero + 1);
+    *level = zero[5];
+    *window = (int64_t)be64(zero + 6);
+    return *level > 0 && *level < FC_STORE_LEVELS;
+}
+
+/* Replaces window (tenant, base, level, start) by the merge of its ten children. */
+static int rebuild(struct fc_store *s, MDB_txn *txn, const char *tenant, uint32_t base, int level,
+                   int64_t start, struct fc_error *err)
+{
+    int64_t step = fc_store_level_secs[level - 1];
+    struct parts ps = {0};
+    struct key k;
+    MDB_val kv, v;
+    struct fc_buf enc;
+    int rc = 0;
+
+    for (int i = 0; i < 10; i++) {
+        struct parts child = {0};
+        node_key(&k, tenant, base, level - 1, start + i * step);
+        kv = val(k.b, k.n);
+        if (mdb_get(txn, s->db[DB_NODE], &kv, &v) != 0) {
+            continue;
+        }
+        if (!fc_store_packed_decode(v.mv_data, v.mv_size, NULL, NULL, &child)) {
+            atomic_fetch_add(&s->corrupt, 1); /* skipped, as a query skips it */
+        } else {
+            for (uint32_t j = 0; j < child.n; j++) {
+                fc_tree_merge(fc_store_part_of(&ps, child.v[j].series), &child.v[j].tree);
+            }
+        }
+        fc_store_parts_release(&child);
+    }
+    node_key(&k, tenant, base, level, start);
+    kv = val(k.b, k.n);
+    if (ps.n == 0) {
+        rc = mdb_del(txn, s->db[DB_NODE], &kv, NULL);
+        rc = rc == MDB_NOTFOUND ? 0 : rc;
+    } else {
+        fc_buf_init(&enc, 0);
+        if (fc_store_packed_encode(&ps, &enc) != FC_OK) {
+            fc_buf_release(&enc);
+            fc_store_parts_release(&ps);
+            return fc_errorf(err, FC_EIO, "store: flush: cannot encode a window");
+        }
+        v = val(enc.data, enc.len);
+        rc = mdb_put(txn, s->db[DB_NODE], &kv, &v, 0);
+        fc_buf_release(&enc);
+    }
+    fc_store_parts_release(&ps);
+    return rc ? fc_store_lmdb_error(err, rc, "flush") : FC_OK;
+}
+
+int fc_store_flush(struct fc_store *s, struct fc_error *err)
+{
+    MDB_txn *txn;
+    int rc = mdb_txn_begin(s->env, NULL, 0, &txn);
+
+    atomic_store(&s->last_flush_ns, fc_now_mono_ns());
+    atomic_store(&s->dirty, false);
+    if (rc != 0) {
+        return fc_store_lmdb_error(err, rc, "flush");
+    }
+    /* Finest first: a window is rebuilt from children that are themselves up to date. */
+    for (int level = 1; rc == 0 && level < FC_STORE_LEVELS; level++) {
+        MDB_cursor *c;
+        MDB_val kv, v;
+        int g;
+        if ((rc = mdb_cursor_open(txn, s->db[DB_DIRTY], &c)) != 0) {
+            break;
+        }
+        for (g = mdb_cursor_get(c, &kv, &v, MDB_FIRST); g == 0 && rc == 0;
+             g = mdb_cursor_get(c, &kv, &v, MDB_NEXT)) {
+            uint32_t base;
+            int lv;
+            int64_t window;
+            char tenant[256];
+            size_t tn;
+            if (!dirty_key_parts(&kv, &base, &lv, &window)) {
+                rc = mdb_cursor_del(c, 0); /* not a window: nothing to rebuild */
+                continue;
+            }
+            if (lv != level) {
+                continue;
+            }
+            tn = strnlen(kv.mv_data, kv.mv_size);
+            if (tn >= sizeof(tenant)) {
+                tn = sizeof(tenant) - 1;
+            }
+            memcpy(tenant, kv.mv_data, tn);
+            tenant[tn] = '\0';
+            /*
+             * Compaction flushes after setting its cutoff and before deleting
+             * 10 s windows, so a dirty 100 s window always has its children.
+             */
+            if (rebuild(s, txn, tenant, base, level, window, err) != FC_OK) {
+                mdb_cursor_close(c);
+                mdb_txn_abort(txn); /* the windows stay dirty: queries stay exact */
+                atomic_store(&s->dirty, true);
+                return err->code;
+            }
+            rc = mdb_cursor_del(c, 0);
+        }
+        if (rc == 0 && g != 0 && g != MDB_NOTFOUND) {
+            rc = g;
+        }
+        mdb_cursor_close(c);
+    }
+    if (rc != 0) {
+        mdb_txn_abort(txn);
+        atomic_store(&s->dirty, true);
+        return fc_store_lmdb_error(err, rc, "flush");
+    }
+    if ((rc = mdb_txn_commit(txn)) != 0) {
+        atomic_store(&s->dirty, true);
+        return fc_store_lmdb_error(err, rc, "flush");
+    }
+    if (s->max_size > 0) {
+        fc_store_refresh_used(s);
+    }
+    return FC_OK;
+}
+
+int64_t fc_store_flush_in(struct fc_store *s)
+{
+    int64_t in = atomic_load(&s->last_flush_ns) + FC_STORE_FLUSH_NS - fc_now_mono_ns();
+
+    if (!atomic_load(&s->dirty)) {
+        return -1;
+    }
+    return in > 0 ? in : 0;
+}

@@ -1,0 +1,790 @@
+/*
+ * The store's read path: series matching by the label index, merging the
+ * packed windows that cover a range, timelines, and label listings.
+ */
+#include "storage/store.h"
+#include "storage/store_int.h"
+
+#include "core/buf.h"
+#include "core/log.h"
+#include "core/mem.h"
+#include "core/sat.h"
+
+#include <lmdb.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- reading ------------------------------------------------------------------------------ */
+
+static void ids_push(struct idset *s, uint32_t id)
+{
+    if (s->n == s->cap) {
+        s->cap = s->cap ? s->cap * 2 : 64;
+        s->v = fc_xrealloc(s->v, s->cap * sizeof(uint32_t));
+    }
+    s->v[s->n++] = id;
+}
+
+/* Series ids of (name, value), from the postings, sorted. */
+static void postings(struct reader *r, const char *name, const char *value, struct idset *out)
+{
+    struct key k;
+    MDB_cursor *c;
+    MDB_val kv, v;
+    int rc;
+
+    key_tenant(&k, r->tenant);
+    key_h64(&k, name, strlen(name));
+    key_h64(&k, value, strlen(value));
+    if (mdb_cursor_open(r->txn, r->s->db[DB_POST], &c) != 0) {
+        return;
+    }
+    kv = val(k.b, k.n);
+    for (rc = mdb_cursor_get(c, &kv, &v, MDB_SET_RANGE); rc == 0;
+         rc = mdb_cursor_get(c, &kv, &v, MDB_NEXT)) {
+        if (kv.mv_size != k.n + 4 || memcmp(kv.mv_data, k.b, k.n) != 0) {
+            break;
+        }
+        ids_push(out, be32((const uint8_t *)kv.mv_data + k.n));
+    }
+    mdb_cursor_close(c);
+}
+
+static void intersect(struct idset *a, const struct idset *b)
+{
+    size_t i = 0, j = 0, n = 0;
+
+    while (i < a->n && j < b->n) {
+        if (a->v[i] < b->v[j]) {
+            i++;
+        } else if (a->v[i] > b->v[j]) {
+            j++;
+        } else {
+            a->v[n++] = a->v[i];
+            i++;
+            j++;
+        }
+    }
+    a->n = n;
+}
+
+/* The value of label name in canonical labels, or "". */
+static const char *label_in(const char *canon, size_t len, const char *name, char *buf, size_t size)
+{
+    const char *p = canon, *end = canon + len;
+    size_t nl = strlen(name);
+
+    while (p < end) {
+        const char *sep = memchr(p, '\x01', (size_t)(end - p));
+        const char *vend;
+        if (sep == NULL) {
+            break;
+        }
+        vend = memchr(sep + 1, '\x02', (size_t)(end - sep - 1));
+        if (vend == NULL) {
+            break;
+        }
+        if ((size_t)(sep - p) == nl && memcmp(p, name, nl) == 0) {
+            size_t vl = (size_t)(vend - sep - 1);
+            if (vl >= size) {
+                vl = size - 1;
+            }
+            memcpy(buf, sep + 1, vl);
+            buf[vl] = '\0';
+            return buf;
+        }
+        p = vend + 1;
+    }
+    return "";
+}
+
+/* Every series id of the tenant (a selector with nothing to narrow by). */
+static void all_series(struct reader *r, struct idset *out)
+{
+    struct key k;
+    MDB_cursor *c;
+    MDB_val kv, v;
+
+    key_tenant(&k, r->tenant);
+    if (mdb_cursor_open(r->txn, r->s->db[DB_SID], &c) != 0) {
+        return;
+    }
+    kv = val(k.b, k.n);
+    for (int g = mdb_cursor_get(c, &kv, &v, MDB_SET_RANGE); g == 0;
+         g = mdb_cursor_get(c, &kv, &v, MDB_NEXT)) {
+        if (kv.mv_size != k.n + 4 || memcmp(kv.mv_data, k.b, k.n) != 0) {
+            break;
+        }
+        ids_push(out, be32((const uint8_t *)kv.mv_data + k.n));
+    }
+    mdb_cursor_close(c);
+}
+
+/*
+ * Series of the tenant matching the selector: narrowed by the index (the
+ * profile type, then every non-empty equality), then checked in full.
+ */
+static int match_series(struct reader *r, const struct fc_selector *sel, bool need_type,
+                        struct idset *out)
+{
+    struct idset cand = {0};
+    char buf[4096];
+    bool narrowed = false;
+
+    if (sel->profile_type == NULL && need_type) {
+        return fc_errorf(r->err, FC_EPROTO,
+                         "the query must select a profile type, e.g. "
+                         "process_cpu:cpu:nanoseconds:cpu:nanoseconds{...}");
+    }
+    if (sel->profile_type != NULL) {
+        postings(r, "__profile_type__", sel->profile_type, &cand);
+        narrowed = true;
+    }
+    for (size_t i = 0; i < sel->n; i++) {
+        const struct fc_matcher *m = &sel->matchers[i];
+        if (m->op == FC_MATCH_EQ && m->value[0] != '\0' && !narrowed) {
+            postings(r, m->name, m->value, &cand);
+            narrowed = true;
+        }
+    }
+    if (!narrowed) {
+        all_series(r, &cand);
+    }
+    for (size_t i = 0; i < sel->n && cand.n > 0; i++) {
+        const struct fc_matcher *m = &sel->matchers[i];
+        if (m->op == FC_MATCH_EQ && m->value[0] != '\0') {
+            struct idset other = {0};
+            postings(r, m->name, m->value, &other);
+            intersect(&cand, &other);
+            free(other.v);
+        }
+    }
+    for (size_t i = 0; i < cand.n; i++) {
+        struct key k;
+        MDB_val kv, v;
+        bool ok = true;
+        key_tenant(&k, r->tenant);
+        key_be32(&k, cand.v[i]);
+        kv = val(k.b, k.n);
+        if (mdb_get(r->txn, r->s->db[DB_SID], &kv, &v) != 0) {
+            continue;
+        }
+        for (size_t j = 0; ok && j < sel->n; j++) {
+            ok = fc_matcher_match(
+                &sel->matchers[j],
+                label_in(v.mv_data, v.mv_size, sel->matchers[j].name, buf, sizeof(buf)));
+        }
+        if (ok) {
+            ids_push(out, cand.v[i]);
+        }
+    }
+    free(cand.v);
+    return FC_OK;
+}
+
+static void normalize(const struct fc_store_query *q, int64_t *from_s, int64_t *until_s)
+{
+    int64_t f = q->from_ns / 1000000000LL;
+    int64_t u = (q->until_ns + 999999999LL) / 1000000000LL;
+
+    *from_s = f - ((f % 10) + 10) % 10;
+    *until_s = u + (10 - ((u % 10) + 10) % 10) % 10;
+    if (*until_s <= *from_s) {
+        *until_s = *from_s + 10;
+    }
+}
+
+/* The matched series of one base: what a packed window is read for. */
+struct base_group {
+    uint32_t base;
+    const uint32_t *sids; /* sorted */
+    size_t n;
+};
+
+static bool base_wants(void *ctx, uint32_t series)
+{
+    const struct base_group *g = ctx;
+    return bsearch(&series, g->sids, g->n, sizeof(uint32_t), cmp_u32) != NULL;
+}
+
+/* The series' bases, read from the index. */
+struct bases {
+    struct base_group *v;
+    size_t n;
+    uint32_t *sids; /* owned: every group's sids, grouped by base */
+};
+
+static int by_base_then_sid(const void *a, const void *b)
+{
+    const uint32_t *x = a, *y = b;
+    int c = cmp_u32(&x[0], &y[0]);
+    return c ? c : cmp_u32(&x[1], &y[1]);
+}
+
+/* The base a series is packed under. */
+static bool base_of(struct reader *r, uint32_t series, uint32_t *base)
+{
+    struct key k;
+    MDB_val kv, v;
+
+    key_tenant(&k, r->tenant);
+    key_be32(&k, series);
+    kv = val(k.b, k.n);
+    if (mdb_get(r->txn, r->s->db[DB_SBASE], &kv, &v) != 0 || v.mv_size != 4) {
+        return false;
+    }
+    *base = be32(v.mv_data);
+    return true;
+}
+
+static void group_by_base(struct reader *r, const struct idset *ids, struct bases *out)
+{
+    uint32_t(*pairs)[2] = fc_xcalloc(ids->n + 1, sizeof(*pairs));
+    size_t n = 0;
+
+    memset(out, 0, sizeof(*out));
+    for (size_t i = 0; i < ids->n; i++) {
+        if (base_of(r, ids->v[i], &pairs[n][0])) {
+            pairs[n++][1] = ids->v[i];
+        }
+    }
+    qsort(pairs, n, sizeof(*pairs), by_base_then_sid);
+    out->sids = fc_xcalloc(n + 1, sizeof(uint32_t));
+    out->v = fc_xcalloc(n + 1, sizeof(*out->v));
+    for (size_t i = 0; i < n; i++) {
+        out->sids[i] = pairs[i][1];
+        if (out->n == 0 || out->v[out->n - 1].base != pairs[i][0]) {
+            out->v[out->n].base = pairs[i][0];
+            out->v[out->n].sids = &out->sids[i];
+            out->n++;
+        }
+        out->v[out->n - 1].n++;
+    }
+    free(pairs);
+}
+
+static void bases_release(struct bases *b)
+{
+    free(b->v);
+    free(b->sids);
+    memset(b, 0, sizeof(*b));
+}
+
+struct merge {
+    struct reader *r;
+    const struct base_group *group;
+    struct fc_tree *tree; /* NULL: only whether the group has data (found) */
+    uint32_t merged;
+    int rc;
+    bool found;
+};
+
+/* Whether a packed window holds a positive total for the group (header only). */
+static bool window_has(const struct base_group *group, const MDB_val *v)
+{
+    struct packed p;
+    bool has = false;
+
+    if (!fc_store_packed_parse(v->mv_data, v->mv_size, &p)) {
+        return false;
+    }
+    for (uint32_t i = 0; i < p.n && !has; i++) {
+        has = p.totals[i] > 0 && base_wants((void *)group, p.series[i]);
+    }
+    fc_store_packed_release(&p);
+    return has;
+}
+
+static void cover(struct merge *m, int level, int64_t lo, int64_t hi);
+
+static void take(struct merge *m, int level, int64_t window)
+{
+    struct key k;
+    MDB_val kv, v;
+    struct parts ps = {0};
+
+    if (window_dirty(m->r->s, m->r->txn, m->r->tenant, m->group->base, level, window)) {
+        /* Stale until the next flush rebuilds it: its children instead (depth <= levels). */
+        cover(m, level - 1, window, window + fc_store_level_secs[level]);
+        return;
+    }
+    node_key(&k, m->r->tenant, m->group->base, level, window);
+    kv = val(k.b, k.n);
+    if (mdb_get(m->r->txn, m->r->s->db[DB_NODE], &kv, &v) != 0) {
+        return;
+    }
+    if (m->tree == NULL) {
+        m->found = m->found || window_has(m->group, &v);
+        return;
+    }
+    /* Decoded apart first: a corrupt window is skipped whole, never half merged. */
+    if (!fc_store_packed_decode(v.mv_data, v.mv_size, base_wants, (void *)m->group, &ps)) {
+        if (atomic_fetch_add(&m->r->s->corrupt, 1) == 0) {
+            fc_log_error("store",
+                         "skipping a corrupt window (base %u, level %d, %lld); "
+                         "counted in flamecol_store_corrupt_windows_total",
+                         m->group->base, level, (long long)window);
+        }
+    } else if (ps.n > 0) {
+        for (uint32_t i = 0; i < ps.n; i++) {
+            fc_tree_merge(m->tree, &ps.v[i].tree);
+        }
+        m->merged++;
+    }
+    fc_store_parts_release(&ps);
+}
+
+/* The fewest whole windows covering [lo, hi): coarse inside, finer at the edges. */
+static void cover(struct merge *m, int level, int64_t lo, int64_t hi)
+{
+    int64_t d = fc_store_level_secs[level];
+    int64_t w = (lo >= 0 ? lo / d : (lo - d + 1) / d) * d;
+
+    for (; w < hi && m->rc == FC_OK && !m->found; w += d) {
+        int64_t a = w > lo ? w : lo;
+        int64_t b = w + d < hi ? w + d : hi;
+        if (a == w && b == w + d) {
+            take(m, level, w);
+        } else if (level == 1 && w + d <= atomic_load(&m->r->s->coarse_before)) {
+            take(m, level, w); /* its 10 s windows were compacted: rounded out to 100 s */
+        } else if (level > 0) {
+            cover(m, level - 1, a, b);
+        }
+    }
+}
+
+static int begin_read(struct fc_store *s, struct reader *r, const char *tenant,
+                      struct fc_error *err)
+{
+    int rc = mdb_txn_begin(s->env, NULL, MDB_RDONLY, &r->txn);
+
+    r->s = s;
+    r->tenant = tenant;
+    r->err = err;
+    return rc ? fc_store_lmdb_error(err, rc, "read") : FC_OK;
+}
+
+/* Merges the span entries of one span id, for matched series within the range. */
+int fc_store_select_merge(struct fc_store *s, const struct fc_store_query *q,
+                          struct fc_store_result *out, struct fc_store_stats *stats,
+                          struct fc_error *err)
+{
+    struct reader r;
+    struct idset ids = {0};
+    int64_t from_s, until_s;
+    int rc;
+
+    memset(out, 0, sizeof(*out));
+    memset(stats, 0, sizeof(*stats));
+    fc_tree_init(&out->frames_tree);
+    if ((rc = begin_read(s, &r, q->tenant, err)) != FC_OK) {
+        fc_store_result_release(out);
+        return rc;
+    }
+    rc = match_series(&r, q->selector, true, &ids);
+    normalize(q, &from_s, &until_s);
+    stats->series = (uint32_t)ids.n;
+    if (rc == FC_OK && (q->n_span_ids > 0 || q->n_trace_ids > 0)) {
+        /* Span profiles come from the span index, not the segment tree. */
+        uint8_t(*spans)[8];
+        size_t n_spans;
+        fc_store_query_spans(&r, q, &spans, &n_spans);
+        qsort(ids.v, ids.n, sizeof(uint32_t), cmp_u32);
+        for (size_t i = 0; i < n_spans; i++) {
+            fc_store_merge_span(&r, spans[i], &ids, from_s, until_s, &out->frames_tree,
+                                &stats->nodes_merged);
+        }
+        free(spans);
+    } else {
+        struct bases bases;
+        group_by_base(&r, &ids, &bases);
+        for (size_t i = 0; rc == FC_OK && i < bases.n; i++) {
+            struct merge m = {&r, &bases.v[i], &out->frames_tree, 0, FC_OK, false};
+            cover(&m, q->level0_only ? 0 : FC_STORE_LEVELS - 1, from_s, until_s);
+            stats->nodes_merged += m.merged;
+            rc = m.rc;
+        }
+        bases_release(&bases);
+    }
+    /* Frames for its nodes, and the flame graph by display name. */
+    if (rc == FC_OK) {
+        rc = fc_store_resolve(s, r.txn, q->tenant, q->granularity, out, err);
+    }
+    mdb_txn_abort(r.txn);
+    free(ids.v);
+    if (rc != FC_OK) {
+        fc_store_result_release(out);
+    }
+    return rc;
+}
+
+void fc_store_result_release(struct fc_store_result *r)
+{
+    free(r->names);
+    free(r->node_frame);
+    free(r->frames);
+    free(r->frame_bytes);
+    free(r->name_bytes);
+    fc_tree_release(&r->tree);
+    fc_tree_release(&r->frames_tree);
+    memset(r, 0, sizeof(*r));
+}
+
+struct timeline {
+    int64_t from_s, step_s; /* bucket i holds windows starting in [from + i·step, +step) */
+    int64_t *buckets;
+    size_t n;
+};
+
+/* Adds the group's totals of the level's windows starting in [lo, hi) (packed headers only). */
+static int timeline_scan(struct reader *r, const struct base_group *group, int level, int64_t lo,
+                         int64_t hi, struct timeline *tl)
+{
+    struct key k, prefix;
+    MDB_cursor *c;
+    MDB_val kv, v;
+
+    node_key(&k, r->tenant, group->base, level, lo);
+    prefix = k;
+    prefix.n -= 8;
+    if (mdb_cursor_open(r->txn, r->s->db[DB_NODE], &c) != 0) {
+        return FC_EIO;
+    }
+    kv = val(k.b, k.n);
+    for (int g = mdb_cursor_get(c, &kv, &v, MDB_SET_RANGE); g == 0;
+         g = mdb_cursor_get(c, &kv, &v, MDB_NEXT)) {
+        int64_t w, total = 0;
+        size_t at;
+        struct packed p;
+        if (kv.mv_size != prefix.n + 8 || memcmp(kv.mv_data, prefix.b, prefix.n) != 0) {
+            break;
+        }
+        w = (int64_t)be64((const uint8_t *)kv.mv_data + prefix.n);
+        if (w >= hi) {
+            break;
+        }
+        if (w < lo || window_dirty(r->s, r->txn, r->tenant, group->base, level, w)) {
+            continue; /* a dirty window: its children below */
+        }
+        if (!fc_store_packed_parse(v.mv_data, v.mv_size, &p)) {
+            atomic_fetch_add(&r->s->corrupt, 1);
+            continue;
+        }
+        for (uint32_t i = 0; i < p.n; i++) {
+            total = fc_sat_add(total, base_wants((void *)group, p.series[i]) ? p.totals[i] : 0);
+        }
+        fc_store_packed_release(&p);
+        at = w <= tl->from_s ? 0 : (size_t)((w - tl->from_s) / tl->step_s);
+        if (at < tl->n) {
+            tl->buckets[at] = fc_sat_add(tl->buckets[at], total);
+        }
+    }
+    mdb_cursor_close(c);
+    if (level == 0) {
+        return FC_OK;
+    }
+    /* Dirty windows starting in [lo, hi): their children's totals (depth <= levels). */
+    if (mdb_cursor_open(r->txn, r->s->db[DB_DIRTY], &c) != 0) {
+        return FC_EIO;
+    }
+    kv = val(k.b, k.n);
+    for (int g = mdb_cursor_get(c, &kv, &v, MDB_SET_RANGE); g == 0;
+         g = mdb_cursor_get(c, &kv, &v, MDB_NEXT)) {
+        int64_t w;
+        if (kv.mv_size != prefix.n + 8 || memcmp(kv.mv_data, prefix.b, prefix.n) != 0) {
+            break;
+        }
+        w = (int64_t)be64((const uint8_t *)kv.mv_data + prefix.n);
+        if (w >= hi) {
+            break;
+        }
+        if (w >= lo) {
+            int rc = timeline_scan(r, group, level - 1, w, w + fc_store_level_secs[level], tl);
+            if (rc != FC_OK) {
+                mdb_cursor_close(c);
+                return rc;
+            }
+        }
+    }
+    mdb_cursor_close(c);
+    return FC_OK;
+}
+
+/* Adds the group's window totals per step into buckets (no trees decoded). */
+static int timeline_of(struct reader *r, const struct fc_store_query *q,
+                       const struct base_group *group, int64_t step_ns, int64_t *buckets, size_t n)
+{
+    int64_t from_s = q->from_ns / 1000000000LL;
+    int64_t until_s = (q->until_ns + 999999999LL) / 1000000000LL;
+    int64_t coarse = atomic_load(&r->s->coarse_before);
+    struct timeline tl = {from_s, step_ns / 1000000000LL, buckets, n};
+    int level = 0;
+    int rc = FC_OK;
+
+    if (tl.step_s <= 0) {
+        return FC_OK;
+    }
+    /* The coarsest windows that still fit in one step: fewer totals to read. */
+    while (level + 1 < FC_STORE_LEVELS && fc_store_level_secs[level + 1] <= tl.step_s &&
+           tl.step_s % fc_store_level_secs[level + 1] == 0 &&
+           from_s % fc_store_level_secs[level + 1] == 0) {
+        level++;
+    }
+    if (level == 0 && from_s < coarse) {
+        /* Compacted past: its 100 s totals, each in the bucket where its window starts. */
+        int64_t lo = (from_s >= 0 ? from_s / 100 : (from_s - 99) / 100) * 100;
+        rc = timeline_scan(r, group, 1, lo, coarse < until_s ? coarse : until_s, &tl);
+        from_s = coarse;
+    }
+    return rc == FC_OK ? timeline_scan(r, group, level, from_s, until_s, &tl) : rc;
+}
+
+int fc_store_timeline(struct fc_store *s, const struct fc_store_query *q, int64_t step_ns,
+                      int64_t *buckets, size_t n, struct fc_error *err)
+{
+    struct reader r;
+    struct idset ids = {0};
+    int rc;
+
+    memset(buckets, 0, n * sizeof(int64_t));
+    if ((rc = begin_read(s, &r, q->tenant, err)) != FC_OK) {
+        return rc;
+    }
+    rc = match_series(&r, q->selector, true, &ids);
+    if (rc == FC_OK) {
+        struct bases bases;
+        group_by_base(&r, &ids, &bases);
+        for (size_t i = 0; rc == FC_OK && i < bases.n; i++) {
+            rc = timeline_of(&r, q, &bases.v[i], step_ns, buckets, n);
+        }
+        bases_release(&bases);
+    }
+    mdb_txn_abort(r.txn);
+    free(ids.v);
+    return rc;
+}
+
+static int by_string(const void *a, const void *b);
+
+static bool seen(const struct idset *s, uint32_t id)
+{
+    for (size_t i = 0; i < s->n; i++) {
+        if (s->v[i] == id) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Whether the series has data in [from_s, until_s) (window headers only). */
+static bool has_data(struct reader *r, uint32_t series, int64_t from_s, int64_t until_s)
+{
+    struct base_group one = {0, &series, 1};
+    struct merge m = {r, &one, NULL, 0, FC_OK, false};
+
+    if (!base_of(r, series, &one.base)) {
+        return false;
+    }
+    cover(&m, FC_STORE_LEVELS - 1, from_s, until_s);
+    return m.found;
+}
+
+int fc_store_series_labels(struct fc_store *s, const char *tenant,
+                           const struct fc_selector *selectors, size_t n_selectors, int64_t from_ns,
+                           int64_t until_ns, char ***out, size_t *n, struct fc_error *err)
+{
+    struct fc_store_query range = {0};
+    int64_t from_s = 0, until_s = 0;
+    struct reader r;
+    struct idset all = {0};
+    size_t cap = 0;
+    int rc;
+
+    *out = NULL;
+    *n = 0;
+    if ((rc = begin_read(s, &r, tenant, err)) != FC_OK) {
+        return rc;
+    }
+    for (size_t i = 0; rc == FC_OK && i < (n_selectors ? n_selectors : 1); i++) {
+        struct idset ids = {0};
+        struct fc_selector none = {0};
+        rc = match_series(&r, n_selectors ? &selectors[i] : &none, false, &ids);
+        for (size_t j = 0; j < ids.n; j++) {
+            if (!seen(&all, ids.v[j])) {
+                ids_push(&all, ids.v[j]);
+            }
+        }
+        free(ids.v);
+    }
+    range.from_ns = from_ns;
+    range.until_ns = until_ns;
+    if (until_ns > 0) {
+        normalize(&range, &from_s, &until_s);
+    }
+    for (size_t i = 0; rc == FC_OK && i < all.n; i++) {
+        struct key k;
+        MDB_val kv, v;
+        key_tenant(&k, tenant);
+        key_be32(&k, all.v[i]);
+        kv = val(k.b, k.n);
+        if (mdb_get(r.txn, s->db[DB_SID], &kv, &v) != 0 ||
+            (until_ns > 0 && !has_data(&r, all.v[i], from_s, until_s))) {
+            continue;
+        }
+        if (*n == cap) {
+            cap = cap ? cap * 2 : 32;
+            *out = fc_xrealloc(*out, cap * sizeof(char *));
+        }
+        (*out)[(*n)++] = fc_xstrndup(v.mv_data, v.mv_size);
+    }
+    mdb_txn_abort(r.txn);
+    free(all.v);
+    return rc;
+}
+
+int fc_store_select_series(struct fc_store *s, const struct fc_store_query *q, int64_t step_ns,
+                           size_t n_buckets, const char *const *group_by, size_t n_group_by,
+                           struct fc_store_timeseries **out, size_t *n, struct fc_error *err)
+{
+    struct reader r;
+    struct idset ids = {0};
+    char buf[4096];
+    size_t cap = 0;
+    int rc;
+
+    *out = NULL;
+    *n = 0;
+    if ((rc = begin_read(s, &r, q->tenant, err)) != FC_OK) {
+        return rc;
+    }
+    rc = match_series(&r, q->selector, true, &ids);
+    for (size_t i = 0; rc == FC_OK && i < ids.n; i++) {
+        struct key k;
+        MDB_val kv, v;
+        struct fc_buf group;
+        size_t g;
+        key_tenant(&k, q->tenant);
+        key_be32(&k, ids.v[i]);
+        kv = val(k.b, k.n);
+        if (mdb_get(r.txn, s->db[DB_SID], &kv, &v) != 0) {
+            continue;
+        }
+        /* The group: the series' values of the group_by labels. */
+        fc_buf_init(&group, 0);
+        fc_buf_append(&group, "", 0);
+        for (size_t j = 0; j < n_group_by; j++) {
+            const char *value = label_in(v.mv_data, v.mv_size, group_by[j], buf, sizeof(buf));
+            if (value[0] == '\0') {
+                continue;
+            }
+            fc_buf_puts(&group, group_by[j]);
+            fc_buf_append(&group, "\x01", 1);
+            fc_buf_puts(&group, value);
+            fc_buf_append(&group, "\x02", 1);
+        }
+        for (g = 0; g < *n; g++) {
+            if (strcmp((*out)[g].labels, (const char *)group.data) == 0) {
+                break;
+            }
+        }
+        if (g == *n) {
+            if (*n == cap) {
+                cap = cap ? cap * 2 : 8;
+                *out = fc_xrealloc(*out, cap * sizeof(**out));
+            }
+            (*out)[g].labels = (char *)fc_buf_detach(&group, NULL);
+            (*out)[g].buckets = fc_xcalloc(n_buckets + 1, sizeof(int64_t));
+            (*n)++;
+        }
+        fc_buf_release(&group);
+        {
+            /* One series of its base; a base has few series, so this stays cheap. */
+            struct base_group one = {0, &ids.v[i], 1};
+            if (base_of(&r, ids.v[i], &one.base)) {
+                rc = timeline_of(&r, q, &one, step_ns, (*out)[g].buckets, n_buckets);
+            }
+        }
+    }
+    mdb_txn_abort(r.txn);
+    free(ids.v);
+    return rc;
+}
+
+void fc_store_timeseries_free(struct fc_store_timeseries *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        free(v[i].labels);
+        free(v[i].buckets);
+    }
+    free(v);
+}
+
+static int by_string(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int scan_strings(struct fc_store *s, int db, const struct key *prefix, size_t key_len,
+                        char ***out, size_t *n, struct fc_error *err)
+{
+    struct reader r;
+    MDB_cursor *c;
+    MDB_val kv, v;
+    size_t cap = 0;
+    int rc = begin_read(s, &r, "", err);
+
+    *out = NULL;
+    *n = 0;
+    if (rc != FC_OK) {
+        return rc;
+    }
+    if (mdb_cursor_open(r.txn, s->db[db], &c) == 0) {
+        kv = val(prefix->b, prefix->n);
+        for (int g = mdb_cursor_get(c, &kv, &v, MDB_SET_RANGE); g == 0;
+             g = mdb_cursor_get(c, &kv, &v, MDB_NEXT)) {
+            if (kv.mv_size != key_len || memcmp(kv.mv_data, prefix->b, prefix->n) != 0) {
+                break;
+            }
+            if (*n == cap) {
+                cap = cap ? cap * 2 : 32;
+                *out = fc_xrealloc(*out, cap * sizeof(char *));
+            }
+            (*out)[(*n)++] = fc_xstrndup(v.mv_data, v.mv_size);
+        }
+        mdb_cursor_close(c);
+    }
+    mdb_txn_abort(r.txn);
+    if (*n > 1) {
+        qsort(*out, *n, sizeof(char *), by_string);
+    }
+    return FC_OK;
+}
+
+int fc_store_label_names(struct fc_store *s, const char *tenant, char ***out, size_t *n,
+                         struct fc_error *err)
+{
+    struct key k;
+
+    key_tenant(&k, tenant);
+    return scan_strings(s, DB_LN, &k, k.n + 8, out, n, err);
+}
+
+int fc_store_label_values(struct fc_store *s, const char *tenant, const char *name, char ***out,
+                          size_t *n, struct fc_error *err)
+{
+    struct key k;
+
+    key_tenant(&k, tenant);
+    key_h64(&k, name, strlen(name));
+    return scan_strings(s, DB_LV, &k, k.n + 8, out, n, err);
+}
+
+void fc_store_strings_free(char **v, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        free(v[i]);
+    }
+    free(v);
+}

@@ -1,0 +1,609 @@
+/*
+ * The store's write path: series and symbol ids, the label index, and one
+ * write transaction per group of batches, whose windows are merged in
+ * memory and written once per commit (storage/store_pack.c packs them).
+ */
+#include "storage/store.h"
+#include "storage/store_int.h"
+
+#include "core/buf.h"
+#include "core/idmap.h"
+#include "core/mem.h"
+#include "core/sat.h"
+#include "core/timeutil.h"
+#include "formats/pyroscope.h"
+#include "storage/frame.h"
+
+#include <errno.h>
+#include <lmdb.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+/* ---- writing ------------------------------------------------------------------------------ */
+
+static int next_id(struct writer *w, const char *what, uint32_t *id)
+{
+    struct key k;
+    MDB_val kv, v;
+    uint32_t next = 1;
+    int rc;
+
+    key_tenant(&k, w->tenant);
+    key_bytes(&k, what, strlen(what));
+    kv = val(k.b, k.n);
+    rc = mdb_get(w->txn, w->s->db[DB_META], &kv, &v);
+    if (rc == 0 && v.mv_size == 4) {
+        memcpy(&next, v.mv_data, 4);
+    }
+    *id = next++;
+    v = val(&next, 4);
+    rc = mdb_put(w->txn, w->s->db[DB_META], &kv, &v, 0);
+    return rc ? fc_store_lmdb_error(w->err, rc, "meta") : FC_OK;
+}
+
+static int symbol(struct writer *w, const char *name, size_t len, uint32_t *id)
+{
+    struct key k, kid;
+    MDB_val kv, v;
+    int rc;
+
+    key_tenant(&k, w->tenant);
+    key_h128(&k, name, len);
+    kv = val(k.b, k.n);
+    if (mdb_get(w->txn, w->s->db[DB_SYM], &kv, &v) == 0 && v.mv_size == 4) {
+        memcpy(id, v.mv_data, 4);
+        return FC_OK;
+    }
+    if ((rc = next_id(w, "sym", id)) != FC_OK) {
+        return rc;
+    }
+    v = val(id, 4);
+    if ((rc = mdb_put(w->txn, w->s->db[DB_SYM], &kv, &v, 0)) != 0) {
+        return fc_store_lmdb_error(w->err, rc, "symbols");
+    }
+    key_tenant(&kid, w->tenant);
+    key_be32(&kid, *id);
+    kv = val(kid.b, kid.n);
+    v = val(name, len);
+    rc = mdb_put(w->txn, w->s->db[DB_SYMID], &kv, &v, 0);
+    return rc ? fc_store_lmdb_error(w->err, rc, "symbols") : FC_OK;
+}
+
+struct label {
+    const char *name;
+    const char *value;
+};
+
+static int by_label_name(const void *a, const void *b)
+{
+    return strcmp(((const struct label *)a)->name, ((const struct label *)b)->name);
+}
+
+int fc_store_put_empty(struct writer *w, int db, struct key *k, const void *data, size_t n)
+{
+    MDB_val kv = val(k->b, k->n), v = val(data, n);
+    int rc = mdb_put(w->txn, w->s->db[db], &kv, &v, 0);
+
+    return rc ? fc_store_lmdb_error(w->err, rc, fc_store_db_names[db]) : FC_OK;
+}
+
+/* The id of the series with these labels (sorted, unique names), made when new. */
+static void canonical(const struct label *labels, size_t n, struct fc_buf *canon)
+{
+    for (size_t i = 0; i < n; i++) {
+        fc_buf_puts(canon, labels[i].name);
+        fc_buf_append(canon, "\x01", 1);
+        fc_buf_puts(canon, labels[i].value);
+        fc_buf_append(canon, "\x02", 1);
+    }
+}
+
+/*
+ * The id of a base series (the profile's own labels, before its types and sample
+ * labels split it): where its series' windows are packed together. Bases
+ * are not in the label index; queries reach them through their series.
+ */
+static int base_id(struct writer *w, const struct label *labels, size_t n, uint32_t *id)
+{
+    struct fc_buf canon;
+    struct key k;
+    MDB_val kv, v;
+    int rc;
+
+    fc_buf_init(&canon, 0);
+    canonical(labels, n, &canon);
+    key_tenant(&k, w->tenant);
+    key_h128(&k, canon.data ? (const char *)canon.data : "", canon.len);
+    fc_buf_release(&canon);
+    kv = val(k.b, k.n);
+    if (mdb_get(w->txn, w->s->db[DB_BASE], &kv, &v) == 0 && v.mv_size == 4) {
+        *id = be32(v.mv_data);
+        return FC_OK;
+    }
+    rc = next_id(w, "base", id);
+    if (rc == FC_OK) {
+        uint8_t be[4] = {(uint8_t)(*id >> 24), (uint8_t)(*id >> 16), (uint8_t)(*id >> 8),
+                         (uint8_t)*id};
+        rc = fc_store_put_empty(w, DB_BASE, &k, be, 4);
+    }
+    return rc;
+}
+
+static int series_id(struct writer *w, const struct label *labels, size_t n, uint32_t base,
+                     uint32_t *id)
+{
+    struct fc_buf canon;
+    struct key k;
+    MDB_val kv, v;
+    int rc = FC_OK;
+
+    fc_buf_init(&canon, 0);
+    canonical(labels, n, &canon);
+    key_tenant(&k, w->tenant);
+    key_h128(&k, canon.data ? (const char *)canon.data : "", canon.len);
+    kv = val(k.b, k.n);
+    if (mdb_get(w->txn, w->s->db[DB_SERIES], &kv, &v) == 0 && v.mv_size == 4) {
+        *id = be32(v.mv_data);
+        fc_buf_release(&canon);
+        return FC_OK;
+    }
+    rc = next_id(w, "series", id);
+    if (rc == FC_OK) {
+        struct key idk;
+        uint8_t be[4] = {(uint8_t)(*id >> 24), (uint8_t)(*id >> 16), (uint8_t)(*id >> 8),
+                         (uint8_t)*id};
+        uint8_t bb[4] = {(uint8_t)(base >> 24), (uint8_t)(base >> 16), (uint8_t)(base >> 8),
+                         (uint8_t)base};
+        rc = fc_store_put_empty(w, DB_SERIES, &k, be, 4);
+        key_tenant(&idk, w->tenant);
+        key_be32(&idk, *id);
+        rc = rc ? rc : fc_store_put_empty(w, DB_SID, &idk, canon.data, canon.len);
+        rc = rc ? rc : fc_store_put_empty(w, DB_SBASE, &idk, bb, 4);
+    }
+    /* The label index: names, values per name, and series per (name, value). */
+    for (size_t i = 0; rc == FC_OK && i < n; i++) {
+        size_t nl = strlen(labels[i].name), vl = strlen(labels[i].value);
+        struct key ln, lv, post;
+        key_tenant(&ln, w->tenant);
+        key_h64(&ln, labels[i].name, nl);
+        lv = ln;
+        key_h64(&lv, labels[i].value, vl);
+        post = lv;
+        key_be32(&post, *id);
+        rc = fc_store_put_empty(w, DB_LN, &ln, labels[i].name, nl);
+        rc = rc ? rc : fc_store_put_empty(w, DB_LV, &lv, labels[i].value, vl);
+        rc = rc ? rc : fc_store_put_empty(w, DB_POST, &post, "", 0);
+    }
+    fc_buf_release(&canon);
+    return rc;
+}
+
+/* Merges the new parts into the packed window (base, level, start), once per commit. */
+static int merge_window(struct writer *w, uint32_t base, int level, int64_t start,
+                        const struct parts *add)
+{
+    struct key k;
+    MDB_val kv, v;
+    struct parts ps = {0};
+    struct fc_buf enc;
+    int rc;
+
+    node_key(&k, w->tenant, base, level, start);
+    kv = val(k.b, k.n);
+    if (mdb_get(w->txn, w->s->db[DB_NODE], &kv, &v) == 0 &&
+        !fc_store_packed_decode(v.mv_data, v.mv_size, NULL, NULL, &ps)) {
+        /* A window we cannot read is replaced rather than poisoning every later write. */
+        fc_store_parts_release(&ps);
+    }
+    for (uint32_t i = 0; i < add->n; i++) {
+        fc_tree_merge(fc_store_part_of(&ps, add->v[i].series), &add->v[i].tree);
+    }
+    fc_buf_init(&enc, 0);
+    rc = fc_store_packed_encode(&ps, &enc);
+    if (rc == FC_OK) {
+        v = val(enc.data, enc.len);
+        rc = mdb_put(w->txn, w->s->db[DB_NODE], &kv, &v, 0);
+        rc = rc ? fc_store_lmdb_error(w->err, rc, "node") : FC_OK;
+    }
+    fc_buf_release(&enc);
+    fc_store_parts_release(&ps);
+    return rc;
+}
+
+/*
+ * Windows touched by one write transaction, merged in memory first so that
+ * each is read, decoded, encoded and written once per commit.
+ */
+struct window {
+    uint32_t base;
+    int level;
+    int64_t start;
+    struct parts parts;
+};
+
+struct windows {
+    struct fc_idmap index; /* hash of (base, level, start) -> slot */
+    struct window *v;
+    uint32_t n, cap;
+    const char *tenant; /* the tenant they belong to (flushed when it changes) */
+};
+
+static uint64_t window_hash(uint32_t base, int level, int64_t start)
+{
+    uint64_t k[2] = {((uint64_t)base << 8) | (uint64_t)level, (uint64_t)start};
+    return XXH3_64bits(k, sizeof(k));
+}
+
+static int flush_windows(struct writer *w, struct windows *ws)
+{
+    int rc = FC_OK;
+
+    for (uint32_t i = 0; i < ws->n; i++) {
+        if (rc == FC_OK) {
+            rc = merge_window(w, ws->v[i].base, ws->v[i].level, ws->v[i].start, &ws->v[i].parts);
+        }
+        fc_store_parts_release(&ws->v[i].parts);
+    }
+    ws->n = 0;
+    fc_idmap_release(&ws->index);
+    fc_idmap_init(&ws->index, 64);
+    return rc;
+}
+
+static int add_window(struct writer *w, struct windows *ws, uint32_t base, uint32_t series,
+                      int level, int64_t start, const struct fc_tree *tree)
+{
+    uint64_t h = window_hash(base, level, start);
+    uint32_t slot;
+
+    if (fc_idmap_get(&ws->index, h, &slot)) {
+        struct window *x = &ws->v[slot];
+        if (x->base == base && x->level == level && x->start == start) {
+            fc_tree_merge(fc_store_part_of(&x->parts, series), tree);
+            return FC_OK;
+        }
+        {
+            /* A 64-bit hash collision: write this one straight through. */
+            struct parts one = {0};
+            int rc;
+            fc_tree_merge(fc_store_part_of(&one, series), tree);
+            rc = merge_window(w, base, level, start, &one);
+            fc_store_parts_release(&one);
+            return rc;
+        }
+    }
+    if (ws->n == ws->cap) {
+        ws->cap = ws->cap ? ws->cap * 2 : 64;
+        ws->v = fc_xrealloc(ws->v, ws->cap * sizeof(*ws->v));
+    }
+    ws->v[ws->n].base = base;
+    ws->v[ws->n].level = level;
+    ws->v[ws->n].start = start;
+    memset(&ws->v[ws->n].parts, 0, sizeof(ws->v[ws->n].parts));
+    fc_tree_merge(fc_store_part_of(&ws->v[ws->n].parts, series), tree);
+    fc_idmap_put(&ws->index, h, ws->n);
+    ws->n++;
+    return FC_OK;
+}
+
+/* Groups the samples of p by sample labels; *max_attrs = the most labels of one group. */
+static size_t group_samples(const struct fc_batch *b, const struct fc_profile *p,
+                            struct group **out, uint32_t *max_attrs)
+{
+    struct group *g = NULL;
+    size_t n = 0, cap = 0;
+    uint32_t key_cap = 16;
+    uint32_t *key = fc_xmalloc(key_cap * sizeof(uint32_t));
+
+    *max_attrs = 0;
+    for (uint32_t i = 0; i < p->n_samples; i++) {
+        const struct fc_sample *s = &p->samples[i];
+        uint32_t nk = 0;
+        size_t j;
+        if (s->attrs.n > key_cap) {
+            key_cap = s->attrs.n;
+            key = fc_xrealloc(key, key_cap * sizeof(uint32_t));
+        }
+        for (uint32_t a = 0; a < s->attrs.n; a++) {
+            const struct fc_attr *at = &b->dict.attrs[fc_span_idx(b, s->attrs)[a]];
+            const char *k = fc_str(b, at->key);
+            if (at->kind == FC_ATTR_STR && strcmp(k, "span_id") != 0 &&
+                strcmp(k, "trace_id") != 0 && k[0] != '\0') {
+                key[nk++] = fc_span_idx(b, s->attrs)[a];
+            }
+        }
+        qsort(key, nk, sizeof(uint32_t), cmp_u32);
+        for (j = 0; j < n; j++) {
+            if (g[j].n_attrs == nk && memcmp(g[j].attrs, key, nk * sizeof(uint32_t)) == 0) {
+                break;
+            }
+        }
+        if (j == n) {
+            if (n == cap) {
+                cap = cap ? cap * 2 : 4;
+                g = fc_xrealloc(g, cap * sizeof(*g));
+            }
+            memset(&g[n], 0, sizeof(g[n]));
+            g[n].attrs = fc_xmalloc((nk + 1) * sizeof(uint32_t));
+            if (nk > 0) {
+                memcpy(g[n].attrs, key, nk * sizeof(uint32_t));
+            }
+            g[n].n_attrs = nk;
+            if (nk > *max_attrs) {
+                *max_attrs = nk;
+            }
+            n++;
+        }
+        if (g[j].n == g[j].cap) {
+            g[j].cap = g[j].cap ? g[j].cap * 2 : 16;
+            g[j].samples = fc_xrealloc(g[j].samples, g[j].cap * sizeof(uint32_t));
+        }
+        g[j].samples[g[j].n++] = i;
+    }
+    free(key);
+    *out = g;
+    return n;
+}
+
+static int frame_sym(struct writer *w, struct frames *f, const struct fc_batch *b, uint32_t loc_i,
+                     uint32_t j, uint32_t *out)
+{
+    const struct fc_location *loc = &b->dict.locations[loc_i];
+    uint32_t *memo = loc->n_lines ? &f->line_sym[loc->lines_off + j] : &f->loc_sym[loc_i];
+    struct fc_frame frame;
+
+    if (*memo != 0) {
+        *out = *memo;
+        return FC_OK;
+    }
+    fc_frame_of(b, loc, j, &frame);
+    fc_buf_reset(&f->record);
+    fc_frame_encode(&frame, &f->record);
+    if (symbol(w, (const char *)f->record.data, f->record.len, memo) != FC_OK) {
+        return w->err->code;
+    }
+    *out = *memo;
+    return FC_OK;
+}
+
+int fc_store_sample_path(struct writer *w, struct frames *f, const struct fc_batch *b,
+                         const struct fc_sample *s, uint32_t *depth)
+{
+    const struct fc_stack *st = &b->dict.stacks[s->stack];
+    const uint32_t *locs = fc_span_idx(b, st->locations);
+    uint32_t d = 0;
+
+    for (uint32_t i = st->locations.n; i-- > 0;) {
+        const struct fc_location *loc = &b->dict.locations[locs[i]];
+        uint32_t lines = loc->n_lines ? loc->n_lines : 1;
+        for (uint32_t j = lines; j-- > 0;) {
+            if (d == f->cap) {
+                f->cap = f->cap ? f->cap * 2 : 128;
+                f->path = fc_xrealloc(f->path, f->cap * sizeof(uint32_t));
+            }
+            if (frame_sym(w, f, b, locs[i], j, &f->path[d]) != FC_OK) {
+                return w->err->code;
+            }
+            d++;
+        }
+    }
+    *depth = d;
+    return FC_OK;
+}
+
+/* The profile's own labels into labels (its type label aside); returns how many. */
+static size_t profile_labels(const struct fc_batch *b, const struct fc_profile *p,
+                             struct label *labels)
+{
+    size_t n = 0;
+
+    for (uint32_t i = 0; i < p->n_labels; i++) {
+        labels[n].name = fc_str(b, p->labels[i].name);
+        labels[n].value = fc_str(b, p->labels[i].value);
+        if (strcmp(labels[n].name, "__profile_type__") != 0) {
+            n++;
+        }
+    }
+    return n;
+}
+
+/* Marks window (base, level, start) dirty, once per transaction. */
+static int mark_dirty(struct writer *w, uint32_t base, int level, int64_t start)
+{
+    struct key k;
+
+    node_key(&k, w->tenant, base, level, start);
+    return fc_store_put_empty(w, DB_DIRTY, &k, "", 0);
+}
+
+static int write_profile(struct writer *w, struct frames *f, const struct fc_batch *b,
+                         const struct fc_profile *p)
+{
+    struct group *groups = NULL;
+    uint32_t max_attrs;
+    size_t n_groups = group_samples(b, p, &groups, &max_attrs);
+    /* The profile's labels, every sample label of a group, and __profile_type__. */
+    struct label *labels = fc_xcalloc((size_t)p->n_labels + max_attrs + 1, sizeof(*labels));
+    int64_t time_s = (p->time_ns > 0 ? p->time_ns : fc_now_ns()) / 1000000000LL;
+    uint32_t base = 0;
+    int rc = FC_OK;
+
+    for (uint32_t t = 0; rc == FC_OK && t < p->n_sample_types; t++) {
+        struct fc_buf type_id;
+        int64_t scale;
+        fc_buf_init(&type_id, 0);
+        fc_pyro_stored_type(b, p, t, &type_id, &scale);
+        /*
+         * The base: the profile's own labels, where the series of all its
+         * types and sample-label groups are packed (their trees share most of
+         * their shape, which zstd then stores once).
+         */
+        if (t == 0) {
+            size_t n = profile_labels(b, p, labels);
+            qsort(labels, n, sizeof(*labels), by_label_name);
+            rc = base_id(w, labels, n, &base);
+        }
+        for (size_t g = 0; rc == FC_OK && g < n_groups; g++) {
+            struct fc_tree tree;
+            size_t n = profile_labels(b, p, labels);
+            uint32_t series;
+            /* Series labels: the profile's, then the samples' (the profile's win). */
+            for (uint32_t i = 0; i < groups[g].n_attrs; i++) {
+                const struct fc_attr *a = &b->dict.attrs[groups[g].attrs[i]];
+                if (fc_profile_label(b, p, fc_str(b, a->key)) == NULL) {
+                    labels[n].name = fc_str(b, a->key);
+                    labels[n].value = fc_str(b, a->v.str);
+                    n++;
+                }
+            }
+            labels[n].name = "__profile_type__";
+            labels[n].value = (const char *)type_id.data;
+            n++;
+            qsort(labels, n, sizeof(*labels), by_label_name);
+            fc_tree_init(&tree);
+            for (size_t i = 0; rc == FC_OK && i < groups[g].n; i++) {
+                const struct fc_sample *s = &p->samples[groups[g].samples[i]];
+                int64_t v = fc_sample_value(p, s, t);
+                uint32_t depth;
+                if (v <= 0) {
+                    continue;
+                }
+                if ((rc = fc_store_sample_path(w, f, b, s, &depth)) == FC_OK) {
+                    fc_tree_insert(&tree, f->path, depth, fc_sat_mul(v, scale));
+                }
+            }
+            if (rc == FC_OK && fc_tree_total(&tree) > 0) {
+                rc = series_id(w, labels, n, base, &series);
+                rc =
+                    rc ? rc
+                       : fc_store_write_spans(w, f, b, p, &groups[g], t, scale, series,
+                                              (time_s >= 0 ? time_s / 10 : (time_s - 9) / 10) * 10);
+                for (int level = 0; rc == FC_OK && level < FC_STORE_LEVELS; level++) {
+                    int64_t d = fc_store_level_secs[level];
+                    int64_t window = (time_s >= 0 ? time_s / d : (time_s - d + 1) / d) * d;
+                    /*
+                     * The 10 s window now; coarser ones are marked dirty and
+                     * rebuilt from their children by the next flush. A 100 s
+                     * window whose 10 s windows were compacted away has no
+                     * children to be rebuilt from: merged now.
+                     */
+                    if (level == 0 || (level == 1 && window + d <= w->coarse_before)) {
+                        rc = add_window(w, w->windows, base, series, level, window, &tree);
+                    } else {
+                        rc = mark_dirty(w, base, level, window);
+                    }
+                }
+            }
+            fc_tree_release(&tree);
+        }
+        fc_buf_release(&type_id);
+    }
+    for (size_t g = 0; g < n_groups; g++) {
+        free(groups[g].attrs);
+        free(groups[g].samples);
+    }
+    free(groups);
+    free(labels);
+    return rc;
+}
+
+/* Every batch into the open transaction w->txn (not committed). */
+static int write_batches(struct writer *w, struct fc_batch *const *batches, size_t n)
+{
+    struct windows *ws = w->windows;
+    int rc = FC_OK;
+
+    fc_idmap_init(&ws->index, 64);
+    {
+        MDB_val kv = val(fc_store_coarse_key, sizeof(fc_store_coarse_key) - 1), v;
+        w->coarse_before = INT64_MIN;
+        if (mdb_get(w->txn, w->s->db[DB_META], &kv, &v) == 0 &&
+            v.mv_size == sizeof(w->coarse_before)) {
+            memcpy(&w->coarse_before, v.mv_data, sizeof(w->coarse_before));
+        }
+    }
+    for (size_t i = 0; rc == FC_OK && i < n; i++) {
+        const struct fc_batch *b = batches[i];
+        struct frames f;
+        /* Windows are keyed without the tenant: write them out when it changes. */
+        if (ws->tenant != NULL && strcmp(ws->tenant, b->tenant) != 0) {
+            rc = flush_windows(w, ws);
+        }
+        ws->tenant = b->tenant;
+        w->tenant = b->tenant;
+        f.line_sym = fc_xcalloc(b->dict.n_lines + 1, sizeof(uint32_t));
+        f.loc_sym = fc_xcalloc(b->dict.n_locations + 1, sizeof(uint32_t));
+        f.path = NULL;
+        f.cap = 0;
+        fc_buf_init(&f.record, 0);
+        for (uint32_t p = 0; rc == FC_OK && p < b->n_profiles; p++) {
+            rc = write_profile(w, &f, b, &b->profiles[p]);
+        }
+        free(f.line_sym);
+        free(f.loc_sym);
+        free(f.path);
+        fc_buf_release(&f.record);
+    }
+    if (rc == FC_OK) {
+        rc = flush_windows(w, ws);
+    } else {
+        for (uint32_t i = 0; i < ws->n; i++) {
+            fc_store_parts_release(&ws->v[i].parts);
+        }
+    }
+    fc_idmap_release(&ws->index);
+    free(ws->v);
+    return rc;
+}
+
+/* Counts a refused write by its cause (the LMDB code of its error, if any). */
+static void count_failure(struct fc_store *s)
+{
+    int rc = fc_store_last_lmdb_rc;
+    enum fc_store_failure kind = rc == MDB_MAP_FULL             ? FC_STORE_FULL
+                                 : rc == ENOSPC || rc == EDQUOT ? FC_STORE_NO_SPACE
+                                                                : FC_STORE_IO;
+    atomic_fetch_add(&s->failures[kind], 1);
+}
+
+int fc_store_write(struct fc_store *s, struct fc_batch *const *batches, size_t n,
+                   struct fc_error *err)
+{
+    struct windows ws = {0};
+    struct writer w = {s, NULL, NULL, err, &ws, INT64_MIN};
+    int rc;
+
+    if (fc_store_full(s)) {
+        atomic_fetch_add(&s->failures[FC_STORE_FULL], 1);
+        return fc_errorf(err, FC_EUNAVAIL,
+                         "store: full: %lld bytes in use reached max_size (%lld); retention "
+                         "deletes the oldest data",
+                         (long long)atomic_load(&s->used), (long long)s->max_size);
+    }
+    fc_store_last_lmdb_rc = 0;
+    if ((rc = mdb_txn_begin(s->env, NULL, 0, &w.txn)) != 0) {
+        rc = fc_store_lmdb_error(err, rc, "begin");
+    } else if ((rc = write_batches(&w, batches, n)) != FC_OK) {
+        mdb_txn_abort(w.txn); /* nothing of this group is written */
+    } else if ((rc = mdb_txn_commit(w.txn)) != 0) {
+        rc = fc_store_lmdb_error(err, rc, "commit"); /* a failed commit is aborted */
+    }
+    if (rc != FC_OK) {
+        count_failure(s);
+    }
+    if (rc == FC_OK) {
+        atomic_store(&s->dirty, true);
+    }
+    if (rc == FC_OK && fc_now_mono_ns() - atomic_load(&s->last_flush_ns) >= FC_STORE_FLUSH_NS) {
+        /* A failed flush leaves its windows dirty: queries stay exact. */
+        struct fc_error ignored = {0};
+        fc_store_flush(s, &ignored);
+    }
+    if (s->max_size > 0) {
+        fc_store_refresh_used(s);
+    }
+    return rc;
+}
