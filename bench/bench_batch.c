@@ -34,91 +34,7 @@ static size_t n_files;
 static int collector_port;
 static _Atomic int64_t next_request, requests_total;
 static _Atomic int64_t failures, bytes_in;
-static _Atomic int64_t sink_requests, sink_bytes;
-
-/* ---- the sink: HTTP/1.1 keep-alive, every POST answered 200 with an empty response ------- */
-
-static void *sink_conn(void *arg)
-{
-    int fd = (int)(intptr_t)arg;
-    static const char ok[] = "HTTP/1.1 200 OK\r\nContent-Type: application/x-protobuf\r\n"
-                             "Content-Length: 0\r\n\r\n";
-    char *buf = malloc(1 << 24);
-    size_t have = 0;
-
-    for (;;) {
-        char *end;
-        ssize_t r;
-        size_t head, body = 0;
-        buf[have] = '\0';
-        while ((end = strstr(buf, "\r\n\r\n")) == NULL) {
-            r = read(fd, buf + have, (1 << 24) - 1 - have);
-            if (r <= 0) {
-                goto out;
-            }
-            have += (size_t)r;
-            buf[have] = '\0';
-        }
-        head = (size_t)(end - buf) + 4;
-        for (char *line = buf; line < end; line = strstr(line, "\r\n") + 2) {
-            if (strncasecmp(line, "Content-Length:", 15) == 0) {
-                body = strtoul(line + 15, NULL, 10);
-            }
-        }
-        while (have < head + body) {
-            r = read(fd, buf + have, (1 << 24) - 1 - have);
-            if (r <= 0) {
-                goto out;
-            }
-            have += (size_t)r;
-        }
-        atomic_fetch_add(&sink_requests, 1);
-        atomic_fetch_add(&sink_bytes, (int64_t)body);
-        if (write(fd, ok, sizeof(ok) - 1) != (ssize_t)(sizeof(ok) - 1)) {
-            goto out;
-        }
-        memmove(buf, buf + head + body, have - head - body);
-        have -= head + body;
-    }
-out:
-    free(buf);
-    close(fd);
-    return NULL;
-}
-
-static void *sink_main(void *arg)
-{
-    int lfd = (int)(intptr_t)arg;
-
-    for (;;) {
-        int fd = accept(lfd, NULL, NULL);
-        pthread_t t;
-        if (fd < 0) {
-            return NULL;
-        }
-        pthread_create(&t, NULL, sink_conn, (void *)(intptr_t)fd);
-        pthread_detach(t);
-    }
-}
-
-static int start_sink(void)
-{
-    int port = bench_free_port();
-    int lfd = socket(AF_INET, SOCK_STREAM, 0);
-    int one = 1;
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    pthread_t t;
-
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (bind(lfd, (struct sockaddr *)&a, sizeof(a)) != 0 || listen(lfd, 64) != 0) {
-        perror("sink");
-        exit(1);
-    }
-    pthread_create(&t, NULL, sink_main, (void *)(intptr_t)lfd);
-    pthread_detach(t);
-    return port;
-}
+static _Atomic int64_t sink_requests, sink_bytes; /* counted by bench_start_http_sink */
 
 /* ---- the load ------------------------------------------------------------------------------ */
 
@@ -230,7 +146,7 @@ int main(int argc, char **argv)
     }
     signal(SIGPIPE, SIG_IGN);
     n_files = bench_load_corpus(argv[2], files, lens, 64);
-    sink_port = start_sink();
+    sink_port = bench_start_http_sink(&sink_requests, &sink_bytes);
     printf("corpus: %zu files; %lld requests under 8 service names; %d connections\n", n_files,
            (long long)requests, conns);
     direct = run_phase(argv[1], sink_port, false, requests, conns);

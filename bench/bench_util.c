@@ -13,10 +13,13 @@
 #include <dirent.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -335,4 +338,104 @@ double bench_metric(int port, const char *name, const char *labels)
         line = next;
     }
     return sum;
+}
+
+/* ---- an HTTP sink: HTTP/1.1 keep-alive, every POST answered 200 with an empty response -- */
+
+struct sink {
+    int fd;
+    _Atomic int64_t *requests, *bytes;
+};
+
+static void *sink_conn(void *arg)
+{
+    struct sink *sk = arg;
+    int fd = sk->fd;
+    static const char ok[] = "HTTP/1.1 200 OK\r\nContent-Type: application/x-protobuf\r\n"
+                             "Content-Length: 0\r\n\r\n";
+    char *buf = malloc(1 << 25);
+    size_t have = 0;
+
+    for (;;) {
+        char *end;
+        ssize_t r;
+        size_t head, body = 0;
+        buf[have] = '\0';
+        while ((end = strstr(buf, "\r\n\r\n")) == NULL) {
+            r = read(fd, buf + have, (1 << 25) - 1 - have);
+            if (r <= 0) {
+                goto out;
+            }
+            have += (size_t)r;
+            buf[have] = '\0';
+        }
+        head = (size_t)(end - buf) + 4;
+        for (char *line = buf; line < end; line = strstr(line, "\r\n") + 2) {
+            if (strncasecmp(line, "Content-Length:", 15) == 0) {
+                body = strtoul(line + 15, NULL, 10);
+            }
+        }
+        while (have < head + body) {
+            r = read(fd, buf + have, (1 << 25) - 1 - have);
+            if (r <= 0) {
+                goto out;
+            }
+            have += (size_t)r;
+        }
+        atomic_fetch_add(sk->requests, 1);
+        atomic_fetch_add(sk->bytes, (int64_t)body);
+        if (write(fd, ok, sizeof(ok) - 1) != (ssize_t)(sizeof(ok) - 1)) {
+            goto out;
+        }
+        memmove(buf, buf + head + body, have - head - body);
+        have -= head + body;
+    }
+out:
+    free(buf);
+    close(fd);
+    free(sk);
+    return NULL;
+}
+
+static void *sink_main(void *arg)
+{
+    struct sink *l = arg;
+    int lfd = l->fd;
+
+    for (;;) {
+        int fd = accept(lfd, NULL, NULL);
+        pthread_t t;
+        struct sink *c = malloc(sizeof(*c));
+        if (fd < 0 || c == NULL) {
+            free(c);
+            return NULL;
+        }
+        *c = *l;
+        c->fd = fd;
+        pthread_create(&t, NULL, sink_conn, c);
+        pthread_detach(t);
+    }
+}
+
+int bench_start_http_sink(_Atomic int64_t *requests, _Atomic int64_t *bytes)
+{
+    struct sink *l = malloc(sizeof(*l));
+    int port = bench_free_port();
+    int lfd = socket(AF_INET, SOCK_STREAM, 0);
+    int one = 1;
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    pthread_t t;
+
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (bind(lfd, (struct sockaddr *)&a, sizeof(a)) != 0 || listen(lfd, 64) != 0) {
+        perror("sink");
+        exit(1);
+    }
+    l->fd = lfd;
+    l->requests = requests;
+    l->bytes = bytes;
+    pthread_create(&t, NULL, sink_main, l); /* lives as long as the process */
+    pthread_detach(t);
+    return port;
 }

@@ -4,6 +4,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -12,6 +13,8 @@ double bench_cpu_of(pid_t pid);    /* utime + stime of another, from /proc */
 long bench_peak_rss_kb(pid_t pid); /* VmHWM */
 int bench_free_port(void);
 int bench_connect(int port); /* TCP_NODELAY, -1 on failure */
+/* A loopback HTTP/1.1 server answering every POST 200, counting requests and body bytes. */
+int bench_start_http_sink(_Atomic int64_t *requests, _Atomic int64_t *bytes);
 /* Starts `bin --config <tmp file with yaml>` and waits until port accepts. */
 pid_t bench_start_collector(const char *bin, const char *yaml, int port);
 void bench_stop_collector(pid_t pid);

@@ -9,14 +9,16 @@
  *   - min_fraction / max_nodes / max_depth fold each kept profile's call tree
  *     (fold.h): totals of the profile and of every kept node stay exact.
  *
- * Not implemented yet: `window` (merging a series' profiles over time) and
- * its durable `storage`; create() refuses them so that a config relying on
- * them fails validation instead of silently doing nothing.
+ *   - window (window.h): a series' profiles are merged over a window, in a
+ *     buffer that is durable with `storage`; the request is answered once
+ *     its profiles are buffered, the merged profiles are sent from the
+ *     processor's own thread. Sampling and folding run first.
  */
 #include "core/component.h"
 #include "core/mem.h"
 #include "core/metrics.h"
 #include "processors/downsample/fold.h"
+#include "processors/downsample/window.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -32,6 +34,7 @@ struct sampling_config {
 struct downsample_config {
     int64_t window;
     const char *storage;
+    int64_t max_buffer_bytes;
     double min_fraction;
     int64_t max_nodes;
     int64_t max_depth;
@@ -49,10 +52,16 @@ static const struct fc_field sampling_fields[] = {
 #define OFF(m) offsetof(struct downsample_config, m)
 static const struct fc_field downsample_fields[] = {
     {"window", FC_FIELD_DURATION, "0s", OFF(window),
-     "NOT IMPLEMENTED YET: merging a series' profiles over a window; any value but 0s is "
-     "refused"},
+     "merge the profiles of one series (tenant, labels, profile type) whose time falls in one "
+     "window (aligned to multiples of it) into one profile, equal samples summed; a request is "
+     "answered once buffered, windows are sent when they close (and at shutdown); 0s = off"},
     {"storage", FC_FIELD_STR, "", OFF(storage),
-     "NOT IMPLEMENTED YET: the durable buffer of `window`; setting it is refused"},
+     "a directory: the window buffer is durable (each request is synced to disk before it is "
+     "answered and replayed on start until its windows are accepted downstream); empty = in "
+     "memory, a crash loses the open windows"},
+    {"max_buffer_bytes", FC_FIELD_INT, "268435456", OFF(max_buffer_bytes),
+     "bytes the open and unsent windows may hold; when full, requests are refused as "
+     "retryable (429 / RESOURCE_EXHAUSTED) and counted"},
     {"min_fraction", FC_FIELD_FLOAT, "0", OFF(min_fraction),
      "call-tree nodes lighter than this share of the profile's total (driving sample type) are "
      "folded into their parent's `other` child; 0 = off"},
@@ -76,6 +85,7 @@ struct downsample {
     const struct downsample_config *cfg;
     struct fc_fold_options fold;
     bool folds;
+    struct fc_dswin *win;
     _Atomic int64_t *folded_samples, *merged_samples, *sampled_out_profiles;
 };
 
@@ -155,6 +165,14 @@ static int downsample_process(struct fc_processor *self, struct fc_batch **batch
     if (rc != FC_OK) {
         return rc;
     }
+    if (b->n_profiles > 0 && D->win != NULL) {
+        /* Buffered (merged copies): answered now, sent when the windows close. */
+        rc = fc_dswin_add(D->win, b, err);
+        if (rc != FC_OK) {
+            return rc;
+        }
+        b->n_profiles = 0;
+    }
     if (b->n_profiles == 0) {
         fc_batch_unref(b);
         *batchp = NULL;
@@ -168,14 +186,11 @@ static int downsample_create(struct fc_processor *self, struct fc_error *err)
     struct downsample *D;
     char labels[320];
 
-    if (cfg->window != 0) {
-        return fc_errorf(err, FC_ECONFIG,
-                         "window: not implemented yet (merging profiles over a window is planned, "
-                         "issue 15); remove it or set 0s");
+    if (cfg->window < 0) {
+        return fc_errorf(err, FC_ECONFIG, "window: must not be negative");
     }
-    if (cfg->storage != NULL && cfg->storage[0] != '\0') {
-        return fc_errorf(err, FC_ECONFIG,
-                         "storage: not implemented yet (it is the durable buffer of `window`)");
+    if (cfg->window == 0 && cfg->storage != NULL && cfg->storage[0] != '\0') {
+        return fc_errorf(err, FC_ECONFIG, "storage: is the durable buffer of `window`; set window");
     }
     if (!(cfg->min_fraction >= 0 && cfg->min_fraction <= 1)) {
         return fc_errorf(err, FC_ECONFIG, "min_fraction: %g is not between 0 and 1",
@@ -197,6 +212,14 @@ static int downsample_create(struct fc_processor *self, struct fc_error *err)
     }
     D = fc_xcalloc(1, sizeof(*D));
     D->cfg = cfg;
+    if (cfg->window > 0) {
+        struct fc_dswin_options wo = {cfg->window, cfg->storage, cfg->max_buffer_bytes};
+        int rc = fc_dswin_create(self, &wo, &D->win, err);
+        if (rc != FC_OK) {
+            free(D);
+            return rc;
+        }
+    }
     D->fold.min_fraction = cfg->min_fraction;
     D->fold.max_nodes = (uint32_t)cfg->max_nodes;
     D->fold.max_depth = (uint32_t)cfg->max_depth;
@@ -216,8 +239,26 @@ static int downsample_create(struct fc_processor *self, struct fc_error *err)
     return FC_OK;
 }
 
+static int downsample_start(struct fc_processor *self, struct fc_host *host, struct fc_error *err)
+{
+    struct downsample *D = self->ctx;
+    return D->win != NULL ? fc_dswin_start(D->win, host, err) : FC_OK;
+}
+
+static void downsample_shutdown(struct fc_processor *self)
+{
+    struct downsample *D = self->ctx;
+    if (D != NULL) {
+        fc_dswin_shutdown(D->win);
+    }
+}
+
 static void downsample_destroy(struct fc_processor *self)
 {
+    struct downsample *D = self->ctx;
+    if (D != NULL) {
+        fc_dswin_destroy(D->win);
+    }
     free(self->ctx);
     self->ctx = NULL;
 }
@@ -225,10 +266,12 @@ static void downsample_destroy(struct fc_processor *self)
 const struct fc_processor_type fc_downsample_processor = {
     .info = {"downsample",
              "fewer bytes, same picture: fold light call-tree nodes into `other` (exact totals), "
-             "keep a deterministic fraction of series",
+             "keep a deterministic fraction of series, merge a series' profiles over a window",
              FC_STABILITY_DEVELOPMENT, downsample_fields, sizeof(struct downsample_config)},
     .create = downsample_create,
+    .start = downsample_start,
     .process = downsample_process,
+    .shutdown = downsample_shutdown,
     .destroy = downsample_destroy,
     .preserves_batch = false,
     /* Sampled-out samples are counted here; merged ones are not drops. */

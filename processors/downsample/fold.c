@@ -264,8 +264,7 @@ static uint64_t sample_hash(const struct fc_batch *b, const struct fc_sample *s)
     return h;
 }
 
-/* Sums samples that became equal; returns how many left. */
-static uint64_t merge_equal(const struct fc_batch *b, struct fc_profile *p)
+uint64_t fc_fold_merge_equal(const struct fc_batch *b, struct fc_profile *p)
 {
     uint32_t n = p->n_samples, out = 0, cap = 16;
     struct skey *tab;
@@ -412,7 +411,7 @@ int fc_fold_profile(struct fc_batch *b, uint32_t profile, const struct fc_fold_o
             }
         }
         if (s.samples_folded > 0) {
-            s.samples_merged = merge_equal(b, p);
+            s.samples_merged = fc_fold_merge_equal(b, p);
         }
     }
     free(buf);

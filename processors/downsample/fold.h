@@ -66,4 +66,11 @@ uint32_t fc_fold_drive_type(const struct fc_batch *b, const struct fc_profile *p
 int fc_fold_profile(struct fc_batch *b, uint32_t profile, const struct fc_fold_options *o,
                     struct fc_fold_stats *st, struct fc_error *err);
 
+/*
+ * Sums the samples of p that are equal (same stack, sample labels and link;
+ * values only, no timestamps; unless a sum would overflow), keeping the
+ * first of each in place and the order otherwise; returns how many left.
+ */
+uint64_t fc_fold_merge_equal(const struct fc_batch *b, struct fc_profile *p);
+
 #endif

@@ -1,4 +1,4 @@
-"""The downsample processor through the real binary (issue 15, stateless part).
+"""The downsample processor through the real binary (issue 15).
 
 One pprof receiver feeds two pipelines: `folded` (downsample max_nodes) and
 `raw` (no processor), each to its own debug exporter. Every corpus profile is
@@ -6,15 +6,31 @@ pushed once: the folded profile's totals equal the corpus's `pprof -top`
 references exactly (every sample type), its call tree (from the debug output,
 by function names) has at most max_nodes nodes, and no node of it other than
 an `other` one is heavier than the same node of the raw profile. `validate`
-refuses `window` (not implemented yet) with a message that says so.
+refuses `storage` without `window`.
+
+`window` (WindowTest): corpus profiles at 10 s intervals (their time fields
+rewritten by this test) into a store through `window: 60s`, and the same into
+a second collector's store without the processor: after SIGTERM (which emits
+the open windows) the 1 h flame graph of every profile type is the same in
+both, its total is the corpus's `pprof -top` total x the pushes, and fewer
+profiles reach the store. With `storage`, a kill -9 after every push was
+acknowledged loses nothing: the restarted collector replays them.
 """
 import ctypes
 import ctypes.util
+import gzip
+import json
+import os
 import re
+import shutil
+import signal
+import tempfile
+import time
 import unittest
 import urllib.parse
 
-from harness import Collector, corpus_files, http, parse_top, read_corpus, validate_processor
+from harness import (Collector, corpus_files, http, parse_top, pb_varint, pb_vi, read_corpus,
+                     validate_processor)
 
 MAX_NODES = 40
 
@@ -157,16 +173,231 @@ class DownsampleTest(unittest.TestCase):
                                 'processor="downsample/half",pipeline="profiles/sampled"')
         self.assertGreaterEqual(dropped, 120 - len(want))
 
-    def test_window_refused_by_validate(self):
-        rc, out, _ = validate_processor("downsample", "    window: 60s")
-        self.assertEqual(rc, 1, out)
-        self.assertIn("window: not implemented yet", out)
+    def test_storage_needs_window_by_validate(self):
         rc, out, _ = validate_processor("downsample", "    storage: /var/lib/flamecol/ds")
         self.assertEqual(rc, 1, out)
-        self.assertIn("storage: not implemented yet", out)
+        self.assertIn("storage: is the durable buffer of `window`", out)
+        rc, out, _ = validate_processor("downsample", "    window: 60s\n    max_buffer_bytes: 0")
+        self.assertEqual(rc, 1, out)
+        rc, out, _ = validate_processor("downsample", "    window: 60s\n    storage: /tmp/ds")
+        self.assertEqual(rc, 0, out)
         rc, out, _ = validate_processor("downsample",
                                         "    max_nodes: 1000\n    sampling: {fraction: 0.5}")
         self.assertEqual(rc, 0, out)
+
+
+# ---- window ---------------------------------------------------------------------------------
+
+# {store} {storage} {processors} are filled by the tests (absolute paths: a restarted
+# collector finds the same store and storage).
+WINDOW_CONFIG = """
+receivers:
+  pprof:
+    endpoint: 127.0.0.1:{port}
+processors:
+  downsample:
+    window: 60s
+{storage}
+exporters:
+  store:
+    path: {store}
+    retention: 0
+    query:
+      endpoint: 127.0.0.1:{port}
+      max_query_length: 0
+service:
+  pipelines:
+    profiles:
+      receivers: [pprof]
+      processors: {processors}
+      exporters: [store]
+  telemetry:
+    metrics:
+      endpoint: 127.0.0.1:{metrics}
+"""
+
+CPU = "process_cpu:cpu:nanoseconds:cpu:nanoseconds"
+HOUR = 3600 * 10**9
+# A fixed hour (the store keeps it: retention 0), the same windows on every run.
+T0 = 1700000000 // 3600 * 3600 * 10**9
+
+
+def with_time(name, t_ns):
+    """The corpus profile with its time_nanos (Profile field 9) replaced, read and written by
+    this test from profile.proto's field numbers."""
+    data = gzip.decompress(read_corpus(name))
+    out, i = bytearray(), 0
+    while i < len(data):
+        start = i
+        key, i = pb_varint(data, i)
+        wire = key & 7
+        if wire == 0:
+            _, i = pb_varint(data, i)
+        elif wire == 2:
+            n, i = pb_varint(data, i)
+            i += n
+        elif wire == 1:
+            i += 8
+        elif wire == 5:
+            i += 4
+        if key >> 3 != 9:
+            out += data[start:i]
+    return gzip.compress(bytes(out + pb_vi(9, t_ns)))
+
+
+def push(c, name, service, t_ns):
+    q = urllib.parse.urlencode({"name": service})
+    code, _, body = http("POST", c.base + "/ingest?" + q, with_time(name, t_ns),
+                         {"Content-Type": "application/octet-stream"})
+    assert code == 200, body
+
+
+def flame(c, ptype, service):
+    """(numTicks, {function: self}) of the store's flame graph of [T0, T0 + 1 h)."""
+    q = urllib.parse.urlencode({"query": '%s{service_name="%s"}' % (ptype, service),
+                                "from": str(T0 // 10**9), "until": str((T0 + HOUR) // 10**9 - 1),
+                                "maxNodes": "1048576"})
+    code, _, body = http("GET", c.base + "/pyroscope/render?" + q)
+    assert code == 200, body
+    fb = json.loads(body)["flamebearer"]
+    flat = {}
+    for level in fb["levels"]:
+        for i in range(0, len(level), 4):
+            if level[i + 2]:
+                name = fb["names"][level[i + 3]]
+                flat[name] = flat.get(name, 0) + level[i + 2]
+    return fb["numTicks"], flat
+
+
+def types(c):
+    code, _, body = http("GET", c.base + "/pyroscope/label-values?label=__profile_type__")
+    assert code == 200, body
+    return sorted(json.loads(body))
+
+
+def top_total(name, kind):
+    for sec in parse_top(name).values():
+        if sec["type"] == kind:
+            return sec["total"]
+    raise AssertionError((name, kind))
+
+
+class WindowTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="flamecol-ds-")
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def collector(self, store, processors="[downsample]", storage=None):
+        text = (WINDOW_CONFIG.replace("{store}", os.path.join(self.tmp, store))
+                .replace("{processors}", processors)
+                .replace("{storage}", "    storage: %s" % os.path.join(self.tmp, storage)
+                         if storage else ""))
+        c = Collector(text)
+        self.addCleanup(c.__exit__)  # killed if a failed check left it running
+        c.wait_ready()
+        return c
+
+    def test_flame_graph_equal_and_fewer_profiles_stored(self):
+        files = ["go-1s-cpu", "go-1s-heap"]
+        n = 36  # 6 minutes of 10 s profiles per series: 6 windows each
+        ds = self.collector("ds")
+        raw = self.collector("raw", processors="[]")
+        for k in range(n):
+            for f in files:
+                for c in (ds, raw):
+                    push(c, f, "svc-" + f, T0 + k * 10 * 10**9)
+        in_profiles = ds.metric("flamecol_processor_downsample_window_profiles_in_total",
+                                'processor="downsample",pipeline="profiles"')
+        self.assertEqual(in_profiles, n * len(files))
+        # A series' window is sent once a profile of its next window arrives: 5 of 6 windows
+        # per series by now (the last one waits for its deadline, 75 s away, or shutdown).
+        out = "flamecol_processor_downsample_window_profiles_out_total"
+        labels = 'processor="downsample",pipeline="profiles"'
+        for _ in range(500):
+            if ds.metric(out, labels) >= 5 * len(files):
+                break
+            time.sleep(0.02)
+        self.assertEqual(ds.metric(out, labels), 5 * len(files))
+        # SIGTERM: the open windows (the last of each series at least) are emitted.
+        self.assertEqual(ds.stop(), 0, ds.log())
+        self.assertEqual(raw.stop(), 0, raw.log())
+        log = ds.log()
+        ds = self.collector("ds", processors="[]")
+        raw = self.collector("raw", processors="[]")
+        try:
+            self.assertEqual(types(ds), types(raw))
+            self.assertIn(CPU, types(ds))
+            for t in types(raw):
+                for f in files:
+                    got, want = flame(ds, t, "svc-" + f), flame(raw, t, "svc-" + f)
+                    self.assertEqual(got, want, (t, f, log))
+            # The totals against an independent reference: pprof -top x pushes.
+            self.assertEqual(flame(ds, CPU, "svc-go-1s-cpu")[0], n * top_total("go-1s-cpu", "cpu"))
+            self.assertEqual(flame(ds, "memory:alloc_space:bytes:space:bytes", "svc-go-1s-heap")[0],
+                             n * top_total("go-1s-heap", "alloc_space"))
+            # Fewer bytes: the database on disk (a store rewrites a window's packed trees
+            # on every write into it: one merged profile a minute instead of six).
+            m = {k: [c.metric("flamecol_store_%s_bytes" % k, 'exporter="store"') for c in (ds, raw)]
+                 for k in ("used", "disk")}
+            print("store bytes (window, without): %s" % m)
+            self.assertLess(m["disk"][0], m["disk"][1])
+            self.assertLessEqual(m["used"][0], m["used"][1])
+        finally:
+            self.assertEqual(ds.stop(), 0, ds.log())
+            self.assertEqual(raw.stop(), 0, raw.log())
+
+    def test_full_buffer_refuses_retryably(self):
+        text = (WINDOW_CONFIG.replace("{store}", os.path.join(self.tmp, "store"))
+                .replace("{processors}", "[downsample]")
+                .replace("{storage}", "    max_buffer_bytes: 1"))
+        c = Collector(text)
+        self.addCleanup(c.__exit__)
+        with c:
+            push(c, "go-1s-cpu", "svc", T0)  # the buffer was empty: taken
+            q = urllib.parse.urlencode({"name": "svc"})
+            code, _, body = http("POST", c.base + "/ingest?" + q, with_time("go-1s-cpu", T0),
+                                 {"Content-Type": "application/octet-stream"})
+            self.assertEqual(code, 429, body)
+            self.assertIn(b"max_buffer_bytes", body)
+            labels = 'processor="downsample",pipeline="profiles"'
+            self.assertEqual(c.metric("flamecol_processor_downsample_window_refused_profiles_total",
+                                      labels), 1)
+            self.assertGreater(c.metric("flamecol_processor_downsample_window_buffer_bytes",
+                                        labels), 0)
+            self.assertEqual(c.stop(), 0, c.log())
+        with self.collector("store", processors="[]") as c:
+            self.assertEqual(flame(c, CPU, "svc")[0], top_total("go-1s-cpu", "cpu"))
+            self.assertEqual(c.stop(), 0, c.log())
+
+    def test_storage_replays_after_kill(self):
+        files = ["go-1s-cpu", "go-1s-heap"]
+        n = 6  # one window per series: nothing is emitted before the kill
+        c = self.collector("store", storage="buf")
+        for k in range(n):
+            for f in files:
+                push(c, f, "svc-" + f, T0 + k * 10 * 10**9)
+        self.assertEqual(c.metric("flamecol_processor_downsample_window_profiles_out_total",
+                                  'processor="downsample",pipeline="profiles"'), 0)
+        c.stop(signal.SIGKILL)
+        c = self.collector("store", storage="buf")
+        replayed = c.metric("flamecol_processor_downsample_window_replayed_records_total",
+                            'processor="downsample",pipeline="profiles"')
+        self.assertEqual(replayed, n * len(files))
+        self.assertEqual(c.stop(), 0, c.log())  # emits the replayed windows
+        c = self.collector("store", storage="buf")
+        try:
+            # Done records are not replayed a second time.
+            self.assertEqual(c.metric("flamecol_processor_downsample_window_replayed_records_total",
+                                      'processor="downsample",pipeline="profiles"'), 0)
+            self.assertEqual(flame(c, CPU, "svc-go-1s-cpu")[0], n * top_total("go-1s-cpu", "cpu"))
+            self.assertEqual(flame(c, "memory:alloc_space:bytes:space:bytes", "svc-go-1s-heap")[0],
+                             n * top_total("go-1s-heap", "alloc_space"))
+            self.assertEqual(flame(c, "memory:inuse_space:bytes:space:bytes", "svc-go-1s-heap")[0],
+                             n * top_total("go-1s-heap", "inuse_space"))
+        finally:
+            self.assertEqual(c.stop(), 0, c.log())
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@
 #include "formats/otlp.h"
 #include "formats/pprof.h"
 #include "processors/downsample/fold.h"
+#include "processors/downsample/window.h"
 #include "tests/unit/fc_test.h"
 
 /* ---- hand-built profiles ------------------------------------------------------------------- */
@@ -753,8 +754,8 @@ static void test_config_refused(void **state)
     static const struct {
         const char *yaml, *msg;
     } cases[] = {
-        {"window: 60s\n", "window: not implemented yet"},
-        {"storage: /tmp/x\n", "storage: not implemented yet"},
+        {"storage: /tmp/x\n", "storage: is the durable buffer of `window`"},
+        {"window: 60s\nmax_buffer_bytes: 0\n", "max_buffer_bytes"},
         {"min_fraction: 1.5\n", "min_fraction"},
         {"max_nodes: -1\n", "max_nodes"},
         {"max_depth: -2\n", "max_depth"},
@@ -776,6 +777,8 @@ static void test_config_refused(void **state)
     {
         struct fc_error err = {0};
         assert_int_equal(proc_open(&pr, "window: 0s\nmax_nodes: 10\n", &err), FC_OK);
+        proc_close(&pr);
+        assert_int_equal(proc_open(&pr, "window: 60s\nmax_nodes: 10\n", &err), FC_OK);
         proc_close(&pr);
     }
 }
@@ -805,6 +808,89 @@ static void test_process_folds(void **state)
     proc_close(&pr);
 }
 
+/* ---- window: merging a series' profiles ---------------------------------------------------- */
+
+/*
+ * A second profile of hand_batch's series, its dictionary built in another
+ * order: r2;z 2, main;a;x 10, main;a;y 1 (span_id=7), main;a;y 1 (span_id=8),
+ * main;d 4; at 70 s for 10 s (hand_batch's is set to 60 s for 10 s).
+ */
+static struct fc_batch *hand_batch2(void)
+{
+    struct fc_batch *b = fc_batch_new(0);
+    struct fc_profile *p = fc_batch_add_profile(b);
+    struct fc_value_type vt[2];
+
+    assert_non_null(p);
+    assert_int_equal(fc_dict_cstring(b, "zzz-unused-first", &vt[0].type), FC_OK);
+    assert_int_equal(fc_dict_cstring(b, "samples", &vt[0].type), FC_OK);
+    assert_int_equal(fc_dict_cstring(b, "count", &vt[0].unit), FC_OK);
+    assert_int_equal(fc_dict_cstring(b, "cpu", &vt[1].type), FC_OK);
+    assert_int_equal(fc_dict_cstring(b, "nanoseconds", &vt[1].unit), FC_OK);
+    assert_int_equal(fc_profile_set_sample_types(b, p, vt, 2), FC_OK);
+    assert_int_equal(fc_profile_set_label(b, p, "service_name", "hand"), FC_OK);
+    add(b, p, "r2;z", 2, NULL);
+    add(b, p, "main;a;x", 10, NULL);
+    add(b, p, "main;a;y", 1, "7");
+    add(b, p, "main;a;y", 1, "8");
+    add(b, p, "main;d", 4, NULL);
+    p->time_ns = 70000000000LL;
+    p->duration_ns = 10000000000LL;
+    return b;
+}
+
+static void test_window_merge(void **state)
+{
+    struct fc_batch *b1 = hand_batch(), *b2 = hand_batch2(), *acc = fc_batch_new(0), *c;
+    struct fc_error err = {0};
+    struct fc_otlp_result res = {0};
+    uint64_t merged = 0;
+    struct fc_buf out;
+    char *got;
+
+    (void)state;
+    b1->profiles[0].time_ns = 60000000000LL;
+    b1->profiles[0].duration_ns = 10000000000LL;
+    assert_int_equal(fc_batch_set_tenant(acc, b1->tenant), FC_OK);
+    assert_int_equal(fc_dswin_merge(acc, b1, 0, &merged, &err), FC_OK);
+    assert_int_equal(merged, 1); /* main;c 5 + 5 */
+    assert_int_equal(fc_dswin_merge(acc, b2, 0, &merged, &err), FC_OK);
+    assert_int_equal(merged, 3); /* main;a;x, main;a;y [7], r2;z */
+    assert_int_equal(acc->n_profiles, 1);
+    got = render(acc);
+    assert_string_equal(got, "main 5 50\n"
+                             "main;a;x 60 600\n"
+                             "main;a;y 1 10 [span_id=8]\n"
+                             "main;a;y 6 60 [span_id=7]\n"
+                             "main;b 30 300\n"
+                             "main;c 10 100\n"
+                             "main;d 4 40\n"
+                             "r2;z 3 30\n");
+    free(got);
+    assert_int_equal(fc_profile_total(&acc->profiles[0], 0), 101 + 18);
+    assert_int_equal(fc_profile_total(&acc->profiles[0], 1), 1010 + 180);
+    /* It covers both inputs: from 60 s to the end of the second, 80 s. */
+    assert_int_equal(acc->profiles[0].time_ns, 60000000000LL);
+    assert_int_equal(acc->profiles[0].duration_ns, 20000000000LL);
+    assert_string_equal(fc_profile_label(acc, &acc->profiles[0], "service_name"), "hand");
+    /* What leaves is a valid profile without unused rows. */
+    fc_buf_init(&out, 0);
+    assert_int_equal(fc_otlp_encode(acc, &out, &err), FC_OK);
+    c = fc_batch_new(0);
+    assert_int_equal(fc_otlp_decode(c, out.data, out.len, &res, &err), FC_OK);
+    assert_int_equal(res.profiles, 2); /* one per sample type */
+    assert_no_unused_rows(c);
+    assert_int_equal(fc_profile_total(&c->profiles[0], 0) + fc_profile_total(&c->profiles[1], 0),
+                     119 + 1190);
+    fc_buf_release(&out);
+    /* A second profile into a batch of more than one is refused. */
+    assert_int_equal(fc_dswin_merge(c, b2, 0, NULL, &err), FC_EINVAL);
+    fc_batch_unref(c);
+    fc_batch_unref(acc);
+    fc_batch_unref(b1);
+    fc_batch_unref(b2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -820,6 +906,7 @@ int main(void)
         cmocka_unit_test(test_sampling_fraction),
         cmocka_unit_test(test_config_refused),
         cmocka_unit_test(test_process_folds),
+        cmocka_unit_test(test_window_merge),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
