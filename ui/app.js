@@ -13,13 +13,16 @@
   const state = {
     service: '', type: '', filter: '', range: 'now-1h', from: '', until: '',
     groupBy: '', view: 'both', orient: 'flame', colour: 'package', align: 'left',
-    search: '', focus: null, sandwich: '', sort: 'self',
+    search: '', focus: null, sandwich: '', sort: 'self', order: '', /* order: '' natural, 'asc', 'desc' */
+    trace_id: '', span_id: '', /* span profiles: only the samples of these (comma-separated hex ids) */
     diff: '', bfilter: '', bfrom: '', buntil: '', /* diff: the baseline beside the selection */
     maxNodes: '', /* empty: the server's query.max_nodes */
   };
   let data = null; /* {fb, levels, units, table} of the current answer */
   let rects = []; /* what the main canvas shows, for hit tests */
   let callerRects = []; /* the sandwich's callers canvas */
+  let focusPath = null; /* the focused block's stack of names, to find it again in a new answer */
+  let ticks = []; /* the timeline's time axis: [{t, x, label}] */
 
   /* ---- URL state ---- */
   function readUrl() {
@@ -30,6 +33,15 @@
     if (p.has('focus')) {
       const [level, index] = p.get('focus').split(':').map(Number);
       state.focus = { level, index };
+    }
+    if (p.has('query')) {
+      /* A Pyroscope query in the link (e.g. from a tracing UI): type, service and filter. */
+      try {
+        const q = Flame.parseQuery(p.get('query'));
+        if (q.type) state.type = q.type;
+        if (q.service) state.service = q.service;
+        state.filter = q.filter;
+      } catch (e) { /* left to the pickers' defaults */ }
     }
   }
   function writeUrl() {
@@ -58,10 +70,32 @@
     if (f) sel.push(f);
     return state.type + '{' + sel.join(',') + '}';
   }
-  function diffUrl() {
+  function baseQuery() {
+    return query(state.bfilter || state.filter);
+  }
+  function baseRange() {
     const r = rangeParams();
+    return { from: state.bfrom || r.from, until: state.buntil || r.until };
+  }
+  /*
+   * The window both diff timelines show: from the earlier start to the later
+   * end, kept (only widened) while the baseline is dragged on it.
+   */
+  let diffWin = null;
+  function diffWindow() {
+    const r = rangeParams(), b = baseRange();
+    let from = Math.min(toSecs(r.from), toSecs(b.from)), until = Math.max(toSecs(r.until), toSecs(b.until));
+    if (diffWin) {
+      from = Math.min(from, diffWin.from);
+      until = Math.max(until, diffWin.until);
+    }
+    diffWin = { from, until };
+    return { from: String(from), until: String(until) };
+  }
+  function diffUrl() {
+    const r = rangeParams(), b = baseRange();
     const p = new URLSearchParams({
-      leftQuery: query(state.bfilter || state.filter), leftFrom: state.bfrom || r.from, leftUntil: state.buntil || r.until,
+      leftQuery: baseQuery(), leftFrom: b.from, leftUntil: b.until,
       rightQuery: query(), rightFrom: r.from, rightUntil: r.until,
     });
     return 'pyroscope/render-diff?' + p.toString();
@@ -72,19 +106,26 @@
     }
     return { from: state.range === 'custom' ? 'now-1h' : state.range, until: 'now' };
   }
-  function renderUrl(format) {
+  function renderUrl(format, maxNodes) {
     const p = new URLSearchParams(Object.assign({ query: query(), format }, rangeParams()));
     if (state.groupBy) p.set('groupBy', state.groupBy);
-    if (state.maxNodes) p.set('maxNodes', state.maxNodes);
+    if (maxNodes || state.maxNodes) p.set('maxNodes', String(maxNodes || state.maxNodes));
     return 'pyroscope/render?' + p.toString();
   }
 
   /* ---- pickers ---- */
-  function fill(select, values, current) {
+  function fill(select, values, current, label) {
     select.innerHTML = '';
+    const seen = new Set();
     for (const v of values) {
       const o = document.createElement('option');
       o.value = o.textContent = v;
+      if (label) {
+        const l = label(v);
+        o.textContent = seen.has(l) ? v : l; /* two types with one name: the ids tell them apart */
+        seen.add(l);
+        o.title = v;
+      }
       select.appendChild(o);
     }
     if (current && values.includes(current)) select.value = current;
@@ -100,7 +141,8 @@
     if (!state.type || !forService.includes(state.type)) {
       state.type = forService.find((t) => t.startsWith('process_cpu:cpu')) || forService[0] || '';
     }
-    fill($('type'), forService, state.type);
+    fill($('type'), forService, state.type, Flame.typeName);
+    $('type').title = state.type;
     const names = ((await connect('LabelNames', { matchers: ['{service_name="' + state.service + '"}'] })).names || [])
       .filter((n) => !n.startsWith('__') && n !== 'service_name');
     fill($('groupby'), [''].concat(names), state.groupBy);
@@ -111,80 +153,205 @@
   }
 
   /* ---- loading ---- */
+  /* A span profile (trace or span ids): Connect's SelectMergeStacktraces, as a render answer. */
+  async function spanRender() {
+    const r = rangeParams();
+    const secs = (v) => (/^\d+$/.test(v) ? +v : toSecs(v));
+    const ids = (v) => v.split(/[\s,]+/).filter(Boolean);
+    const body = {
+      profileTypeID: state.type, labelSelector: query().slice(state.type.length),
+      start: secs(r.from) * 1000, end: secs(r.until) * 1000,
+      spanSelector: ids(state.span_id), traceIdSelector: ids(state.trace_id),
+    };
+    if (state.maxNodes) body.maxNodes = +state.maxNodes;
+    const fg = (await connect('SelectMergeStacktraces', body)).flamegraph || {};
+    const levels = (fg.levels || []).map((l) => (l.values || []).map(Number));
+    const units = state.type.split(':')[2] || '';
+    return { flamebearer: { names: fg.names || [], levels, numTicks: Number(fg.total || 0) }, metadata: { units } };
+  }
+  /* 'now', 'now-15m', 'now-2h', 'now-7d' or unix seconds, as unix seconds. */
+  function toSecs(v) {
+    const now = Math.floor(Date.now() / 1000);
+    if (/^\d+$/.test(v)) return +v;
+    const m = /^now(?:-(\d+)([smhd]))?$/.exec(v || 'now');
+    if (!m) return now;
+    return now - (m[1] ? +m[1] * { s: 1, m: 60, h: 3600, d: 86400 }[m[2]] : 0);
+  }
+
   async function load() {
     writeUrl();
     $('status').textContent = 'loading…';
     $('status').className = '';
-    if (!state.service || !state.type) {
+    const empty = !state.service || !state.type;
+    $('empty').hidden = !empty;
+    document.body.classList.toggle('empty', empty);
+    if (empty) {
       $('status').textContent = 'No data yet: push profiles to this collector.';
       return;
     }
     try {
-      const r = await fetch(state.diff ? diffUrl() : renderUrl('json'));
-      const doc = await r.json();
-      if (!r.ok) throw new Error(doc.message || r.statusText);
+      const span = !state.diff && (state.trace_id || state.span_id);
+      let doc;
+      let nodesMerged = '?';
+      if (span) {
+        doc = await spanRender();
+        /* the timeline is the whole selection's */
+        const t = await fetch(renderUrl('json', 1));
+        if (t.ok) doc.timeline = (await t.json()).timeline;
+      } else {
+        const r = await fetch(state.diff ? diffUrl() : renderUrl('json'));
+        doc = await r.json();
+        if (!r.ok) throw new Error(doc.message || r.statusText);
+        nodesMerged = r.headers.get('X-Flamecol-Nodes-Merged') || '?';
+      }
       if (state.diff) {
         const diff = Flame.decodeDiff(doc.flamebearer);
         data = { doc, levels: diff.levels, units: doc.metadata.units, diff,
           diffTable: Flame.diffTable(diff, doc.leftTicks, doc.rightTicks) };
         state.sandwich = '';
+        /* the timelines of both sides, each over the window holding both */
+        const win = diffWindow();
+        const [rt, lt] = await Promise.all([timelineOf(query(), win), timelineOf(baseQuery(), win)]);
+        data.doc.timeline = rt;
+        data.btimeline = lt;
       } else {
         const levels = Flame.decode(doc.flamebearer);
         data = { doc, levels, units: doc.metadata.units, table: Flame.table(levels) };
       }
-      if (state.focus && !(data.levels[state.focus.level] && data.levels[state.focus.level][state.focus.index])) {
-        state.focus = null;
+      if (state.focus) {
+        const here = data.levels[state.focus.level] && data.levels[state.focus.level][state.focus.index];
+        /* a focus made here follows its stack; one from a link must exist as given */
+        state.focus = focusPath ? Flame.findPath(data.levels, focusPath) : here ? state.focus : null;
+        focusPath = state.focus ? Flame.pathOf(data.levels, state.focus.level, state.focus.index) : null;
+        writeUrl();
       }
       $('dl-pprof').href = renderUrl('pprof');
       $('dl-folded').href = renderUrl('folded');
+      $('dl-json').href = state.diff ? diffUrl() : renderUrl('json');
       drawTimeline();
       drawGroups();
       drawAll();
-      if (!state.diff) loadFindings();
+      if (!state.diff) loadFindings(); else $('findings').innerHTML = '';
       $('status').textContent = Flame.formatValue(doc.flamebearer.numTicks, data.units) + ' total, ' +
-        (r.headers.get('X-Flamecol-Nodes-Merged') || '?') + ' windows merged';
+        nodesMerged + ' windows merged';
     } catch (e) {
       $('status').textContent = String(e.message || e);
       $('status').className = 'error';
     }
   }
+  /* The timeline of a query over a range (a one-node render). */
+  async function timelineOf(q, range) {
+    const p = new URLSearchParams(Object.assign({ query: q, format: 'json', maxNodes: '1' }, range));
+    const r = await fetch('pyroscope/render?' + p.toString());
+    return r.ok ? (await r.json()).timeline : null;
+  }
 
+  /* Findings in a strip above the graph; each name searches for itself. */
   async function loadFindings() {
     const p = new URLSearchParams(Object.assign({ query: query() }, rangeParams()));
     const r = await fetch('api/v1/findings?' + p.toString());
     if (!r.ok) return;
     const f = await r.json();
     const el = $('findings');
-    el.innerHTML = '<h3>Findings</h3>';
-    const top = document.createElement('ol');
+    el.innerHTML = '';
+    const item = (name, text) => {
+      const b = document.createElement('button');
+      b.className = 'finding';
+      b.textContent = text;
+      b.title = name + ' (click: search)';
+      b.onclick = () => { state.search = name; $('search').value = name; drawAll(); };
+      return b;
+    };
+    const top = document.createElement('div');
+    top.className = 'top';
+    top.appendChild(Object.assign(document.createElement('b'), { textContent: 'Top: ' }));
     for (const t of (f.top || []).slice(0, 5)) {
-      const li = document.createElement('li');
-      li.textContent = t.name + ' — ' + (100 * t.self_share).toFixed(1) + '% self';
-      top.appendChild(li);
+      top.appendChild(item(t.name, t.name + ' ' + (100 * t.self_share).toFixed(1) + '%'));
     }
-    el.appendChild(top);
-    const path = document.createElement('p');
-    path.textContent = 'Hottest path: ' + (f.hottest_path || []).map((n) => n.name).join(' → ');
-    el.appendChild(path);
+    const path = document.createElement('div');
+    path.className = 'path';
+    path.appendChild(Object.assign(document.createElement('b'), { textContent: 'Hottest path: ' }));
+    (f.hottest_path || []).forEach((n, i) => {
+      if (i) path.appendChild(document.createTextNode(' → '));
+      path.appendChild(item(n.name, n.name));
+    });
+    el.append(top, path);
   }
 
   /* ---- timeline (drag to select a sub-range) ---- */
-  function drawSeries(canvas, samples, colour) {
+  const AXIS = 14; /* px under the bars for the time labels */
+  /* A tick's local time, as precise as the step between ticks needs. */
+  function tickLabel(t, step) {
+    const d = new Date(t * 1000);
+    const two = (n) => String(n).padStart(2, '0');
+    const hm = two(d.getHours()) + ':' + two(d.getMinutes());
+    const md = two(d.getMonth() + 1) + '-' + two(d.getDate());
+    if (step >= 30 * 86400) return d.getFullYear() + '-' + two(d.getMonth() + 1);
+    if (step >= 86400) return md;
+    if (step < 60) return hm + ':' + two(d.getSeconds());
+    return d.getHours() === 0 && d.getMinutes() === 0 ? md : hm;
+  }
+  /*
+   * Bars of samples; with axis ({start, step} seconds) a local-time axis under
+   * them and, with band ([from, until] seconds), that part highlighted.
+   * Returns the ticks drawn.
+   */
+  function drawSeries(canvas, samples, colour, axis, band) {
     const ctx = canvas.getContext('2d');
     const w = (canvas.width = canvas.clientWidth || 300);
     const h = canvas.height;
+    const bars = axis ? h - AXIS : h;
     ctx.clearRect(0, 0, w, h);
     const max = Math.max(1, ...samples);
-    ctx.fillStyle = colour;
     const bw = w / Math.max(1, samples.length);
+    const out = [];
+    if (axis) {
+      const span = samples.length * axis.step;
+      if (band) {
+        const x0 = ((band[0] - axis.start) / span) * w, x1 = ((band[1] - axis.start) / span) * w;
+        ctx.fillStyle = 'rgba(90, 123, 208, .18)';
+        ctx.fillRect(x0, 0, Math.max(2, x1 - x0), bars);
+      }
+      ctx.fillStyle = '#777';
+      ctx.font = '10px system-ui, sans-serif';
+      ctx.textBaseline = 'top';
+      const all = Flame.timeTicks(axis.start, axis.start + span, w, new Date().getTimezoneOffset(), 90);
+      const step = all.length > 1 ? all[1].t - all[0].t : span;
+      let right = -Infinity; /* where the last label ended: labels never overlap */
+      ctx.textAlign = 'left';
+      for (const tk of all) {
+        const label = tickLabel(tk.t, step);
+        const lw = ctx.measureText(label).width;
+        const left = Math.min(Math.max(0, tk.x - lw / 2), w - lw);
+        ctx.fillRect(tk.x, bars - 4, 1, 4);
+        if (left < right + 6) continue;
+        ctx.fillText(label, left, bars + 2);
+        right = left + lw;
+        out.push({ t: tk.t, x: tk.x, label });
+      }
+    }
+    ctx.fillStyle = colour;
     samples.forEach((v, i) => {
-      const bh = (v / max) * (h - 2);
-      ctx.fillRect(i * bw, h - bh, Math.max(1, bw - 0.5), bh);
+      const bh = (v / max) * (bars - 2);
+      ctx.fillRect(i * bw, bars - bh, Math.max(1, bw - 0.5), bh);
     });
+    return out;
   }
+  const axisOf = (t) => (t ? { start: t.startTime, step: t.durationDelta } : null);
   function drawTimeline() {
     const t = data && data.doc.timeline;
-    drawSeries($('timeline'), t ? t.samples : [], '#d0643c');
+    let band = null;
+    if (data && data.diff) {
+      const r = rangeParams();
+      band = [toSecs(r.from), toSecs(r.until)];
+    }
+    ticks = drawSeries($('timeline'), t ? t.samples : [], '#d0643c', axisOf(t), band);
+    const bt = data && data.btimeline;
+    $('btimeline').hidden = !bt;
+    if (bt) {
+      const b = baseRange();
+      drawSeries($('btimeline'), bt.samples, '#5a7bd0', axisOf(bt), [toSecs(b.from), toSecs(b.until)]);
+    }
   }
   function drawGroups() {
     const box = $('groups');
@@ -210,23 +377,38 @@
       }
     }
   }
-  function timelineDrag() {
-    const c = $('timeline');
+  /*
+   * Drag on a timeline canvas: a highlight follows the mouse, and on release
+   * pick(from, until) gets the range in unix seconds.
+   */
+  function timelineDrag(c, timeline, pick) {
+    const brush = document.createElement('div');
+    brush.className = 'brush';
+    brush.hidden = true;
+    c.parentNode.insertBefore(brush, c.nextSibling);
     let start = null;
-    c.addEventListener('mousedown', (e) => { start = e.offsetX; });
-    c.addEventListener('mouseup', (e) => {
-      const t = data && data.doc.timeline;
-      if (start === null || !t) return;
-      const a = Math.min(start, e.offsetX), b = Math.max(start, e.offsetX);
+    const xOf = (e) => Math.max(0, Math.min(c.clientWidth, e.clientX - c.getBoundingClientRect().left));
+    const show = (x) => {
+      const a = Math.min(start, x), b = Math.max(start, x);
+      brush.style.left = c.offsetLeft + a + 'px';
+      brush.style.top = c.offsetTop + 'px';
+      brush.style.width = b - a + 'px';
+      brush.style.height = c.clientHeight - AXIS + 'px';
+      brush.hidden = false;
+    };
+    c.addEventListener('mousedown', (e) => { start = xOf(e); show(start); e.preventDefault(); });
+    window.addEventListener('mousemove', (e) => { if (start !== null) show(xOf(e)); });
+    window.addEventListener('mouseup', (e) => {
+      const t = timeline();
+      if (start === null) return;
+      const x = xOf(e);
+      const a = Math.min(start, x), b = Math.max(start, x);
       start = null;
-      if (b - a < 3) return;
+      brush.hidden = true;
+      if (!t || b - a < 3) return;
       const secs = t.samples.length * t.durationDelta;
-      const x2t = (x) => Math.round(t.startTime + (x / c.clientWidth) * secs);
-      state.range = 'custom';
-      state.from = String(x2t(a));
-      state.until = String(x2t(b));
-      syncControls();
-      load();
+      const x2t = (px) => Math.round(t.startTime + (px / c.clientWidth) * secs);
+      pick(String(x2t(a)), String(x2t(b)));
     });
   }
 
@@ -250,12 +432,16 @@
     }
     return 'hsl(' + Flame.hue(Flame.packageOf(block.name)) + ', 60%, 68%)';
   }
-  /* Draws levels into canvas (root at the bottom for 'flame', at the top for 'icicle'). */
-  function drawInto(canvas, levels, orient, focus) {
+  /*
+   * Draws levels into canvas (root at the bottom for 'flame', at the top for
+   * 'icicle'), leaving out the first skip levels (the sandwich's "total").
+   */
+  function drawInto(canvas, levels, orient, focus, skip) {
     const width = canvas.clientWidth || 800;
     const ratio = window.devicePixelRatio || 1;
-    const out = Flame.layout(levels, width, { focus: focus, minPx: 1 });
-    const depth = levels.length;
+    const from = skip || 0;
+    const out = Flame.layout(levels, width, { focus: focus, minPx: 1 }).filter((r) => r.level >= from);
+    const depth = Math.max(0, levels.length - from);
     canvas.style.height = depth * ROW + 'px';
     canvas.width = width * ratio;
     canvas.height = depth * ROW * ratio;
@@ -265,7 +451,7 @@
     ctx.textBaseline = 'middle';
     const info = { match: Flame.matcher(state.search), total: data.doc.flamebearer.numTicks };
     for (const r of out) {
-      r.y = orient === 'icicle' ? r.level * ROW : (depth - 1 - r.level) * ROW;
+      r.y = orient === 'icicle' ? (r.level - from) * ROW : (depth - 1 - (r.level - from)) * ROW;
       ctx.fillStyle = r.block ? (r.ancestor ? '#eee' : colourOf(r.block, info)) : '#c8c8c8';
       ctx.fillRect(r.x, r.y, Math.max(r.w - 0.5, 0.5), ROW - 1);
       if (r.block && r.w > 30) {
@@ -285,8 +471,9 @@
     callers.hidden = !sw;
     if (sw) {
       /* Pyroscope's sandwich: callers above the function, callees below it. */
-      callerRects = drawInto(callers, sw.callers, 'flame', null);
-      rects = drawInto($('flame'), sw.callees, 'icicle', null);
+      /* without their "total" roots: the function meets itself between the halves */
+      callerRects = drawInto(callers, sw.callers, 'flame', null, 1);
+      rects = drawInto($('flame'), sw.callees, 'icicle', null, 1);
     } else {
       callerRects = [];
       rects = drawInto($('flame'), data.levels, state.orient, state.focus);
@@ -352,12 +539,18 @@
     if (!r) { m.hidden = true; return; }
     m.style.left = e.clientX + 'px';
     m.style.top = e.clientY + 'px';
+    /* no sandwich of a diff; no focus inside a sandwich (its blocks are not the graph's) */
+    m.querySelector('[data-act="sandwich"]').hidden = !!data.diff;
+    m.querySelector('[data-act="focus"]').hidden = !!state.sandwich && !data.diff;
     m.hidden = false;
     m.onclick = (ev) => {
       const act = ev.target.dataset.act;
       m.hidden = true;
       if (act === 'focus') {
-        if (!state.sandwich) state.focus = { level: r.block.level, index: r.block.index };
+        if (!state.sandwich) {
+          state.focus = { level: r.block.level, index: r.block.index };
+          focusPath = Flame.pathOf(data.levels, r.block.level, r.block.index);
+        }
       } else if (act === 'sandwich' && !data.diff) {
         state.sandwich = r.block.name;
         state.focus = null;
@@ -375,7 +568,9 @@
   }
 
   /* ---- table ---- */
-  function tableHead(cols) {
+  /* Whether the table is sorted largest (or Z) first. */
+  const sortedDesc = () => (state.order ? state.order === 'desc' : state.sort !== 'name');
+  function tableHead(cols, current) {
     const tr = $('top').tHead.rows[0];
     tr.innerHTML = '';
     for (const [key, label, num] of cols) {
@@ -383,17 +578,27 @@
       th.textContent = label;
       if (key) {
         th.dataset.sort = key;
-        th.onclick = () => { state.sort = key; drawAll(); };
+        /* the same column again turns the order round */
+        th.onclick = () => {
+          if (current === key) {
+            state.order = sortedDesc() ? 'asc' : 'desc';
+          } else {
+            state.sort = key;
+            state.order = '';
+          }
+          drawAll();
+        };
+        if (current === key) th.setAttribute('aria-sort', sortedDesc() ? 'descending' : 'ascending');
       }
       if (num) th.className = 'num';
       tr.appendChild(th);
     }
   }
   function drawDiffTable(body) {
-    tableHead([['name', 'Symbol'], ['baseline', 'Baseline', 1], ['comparison', 'Comparison', 1], ['change', 'Change', 1]]);
     const key = ['name', 'baseline', 'comparison', 'change'].includes(state.sort) ? state.sort : 'comparison';
-    const rows = data.diffTable.slice();
-    rows.sort(key === 'name' ? (a, b) => (a.name < b.name ? -1 : 1) : (a, b) => b[key] - a[key]);
+    if (key !== state.sort) { state.sort = key; state.order = ''; }
+    tableHead([['name', 'Symbol'], ['baseline', 'Baseline', 1], ['comparison', 'Comparison', 1], ['change', 'Change', 1]], key);
+    const rows = Flame.sortRows(data.diffTable, key, state.order);
     const match = Flame.matcher(state.search);
     for (const r of rows.slice(0, 500)) {
       if (match && !match(r.name)) continue;
@@ -418,10 +623,10 @@
       drawDiffTable(body);
       return;
     }
-    tableHead([['name', 'Symbol'], ['self', 'Self', 1], ['total', 'Total', 1], ['', '']]);
-    const rows = data.table.slice();
     const key = ['name', 'self', 'total'].includes(state.sort) ? state.sort : 'self';
-    rows.sort(key === 'name' ? (a, b) => (a.name < b.name ? -1 : 1) : (a, b) => b[key] - a[key]);
+    if (key !== state.sort) { state.sort = key; state.order = ''; }
+    tableHead([['name', 'Symbol'], ['self', 'Self', 1], ['total', 'Total', 1], ['', '']], key);
+    const rows = Flame.sortRows(data.table, key, state.order);
     const total = data.doc.flamebearer.numTicks || 1;
     const match = Flame.matcher(state.search);
     for (const r of rows.slice(0, 500)) {
@@ -443,6 +648,7 @@
         tr.appendChild(td);
       }
       const act = document.createElement('td');
+      act.className = 'acts';
       const s = document.createElement('button');
       s.textContent = 'search';
       s.onclick = () => { state.search = r.name; $('search').value = r.name; drawAll(); };
@@ -470,7 +676,14 @@
     };
     if (state.focus && data) {
       const b = data.levels[state.focus.level][state.focus.index];
-      pill('Focus: ' + b.name, () => { state.focus = null; });
+      pill('Focus: ' + b.name, () => { state.focus = null; focusPath = null; });
+    }
+    if (state.trace_id || state.span_id) {
+      pill((state.trace_id ? 'Trace: ' + state.trace_id : '') + (state.span_id ? ' Span: ' + state.span_id : ''), () => {
+        state.trace_id = state.span_id = '';
+        $('spanid').value = '';
+        load();
+      });
     }
     if (state.sandwich) pill('Sandwich: ' + state.sandwich, () => { state.sandwich = ''; });
     if (state.search) {
@@ -478,7 +691,11 @@
     }
     const stats = $('search-stats');
     const match = Flame.matcher(state.search);
-    if (match && data) {
+    const bad = Flame.matcherError(state.search);
+    stats.className = bad ? 'error' : '';
+    if (bad) {
+      stats.textContent = bad;
+    } else if (match && data) {
       const s = Flame.searchStats(data.levels, match);
       stats.textContent = s.count + ' matches, ' + (100 * s.share).toFixed(2) + '% of total';
     } else {
@@ -505,20 +722,62 @@
     $('diff').checked = !!state.diff;
     $('baseline').hidden = !state.diff;
     for (const id of ['bfilter', 'bfrom', 'buntil']) $(id).value = state[id];
+    $('spanid').value = [state.trace_id, state.span_id].filter(Boolean).join(',');
     $('colour').value = state.colour;
     $('align').value = state.align;
     for (const b of document.querySelectorAll('[data-view]')) b.classList.toggle('on', b.dataset.view === state.view);
     for (const b of document.querySelectorAll('[data-orient]')) b.classList.toggle('on', b.dataset.orient === state.orient);
   }
 
+  const canvasOf = () => $('flame');
+  /* The baseline: the period of the same length just before the selection. */
+  function previousPeriod() {
+    const r = rangeParams();
+    const m = /^now-(\d+)([smhd])$/.exec(r.from);
+    if (m && r.until === 'now') {
+      state.bfrom = 'now-' + 2 * m[1] + m[2];
+      state.buntil = r.from;
+    } else {
+      const a = toSecs(r.from), b = toSecs(r.until);
+      state.bfrom = String(a - (b - a));
+      state.buntil = String(a);
+    }
+  }
+  /* The filter box takes label matchers or a whole Pyroscope query. */
+  async function applyFilter(text) {
+    let q;
+    try {
+      q = Flame.parseQuery(text);
+    } catch (e) {
+      $('status').textContent = 'filter: ' + e.message;
+      $('status').className = 'error';
+      $('filter').classList.add('bad');
+      $('filter').title = e.message;
+      return;
+    }
+    $('filter').classList.remove('bad');
+    $('filter').title = '';
+    const repick = (q.service && q.service !== state.service) || (q.type && q.type !== state.type);
+    if (q.service) state.service = q.service;
+    if (q.type) state.type = q.type;
+    state.filter = q.filter;
+    $('filter').value = state.filter;
+    if (repick) {
+      state.focus = null;
+      await loadPickers();
+    }
+    load();
+  }
+
   function wire() {
     $('service').onchange = async () => { state.service = $('service').value; state.focus = null; await loadPickers(); load(); };
     $('type').onchange = () => { state.type = $('type').value; state.focus = null; load(); };
-    $('filter').onchange = () => { state.filter = $('filter').value; load(); };
+    $('filter').onchange = () => applyFilter($('filter').value);
     $('groupby').onchange = () => { state.groupBy = $('groupby').value; load(); };
-    $('range').onchange = () => { state.range = $('range').value; syncControls(); if (state.range !== 'custom') load(); };
+    $('range').onchange = () => { diffWin = null; state.range = $('range').value; syncControls(); if (state.range !== 'custom') load(); };
     const fromLocal = (v) => (v ? String(Math.floor(new Date(v).getTime() / 1000)) : '');
     $('from').onchange = $('until').onchange = () => {
+      diffWin = null;
       state.from = fromLocal($('from').value);
       state.until = fromLocal($('until').value);
       if (state.from && state.until) load();
@@ -545,10 +804,39 @@
       $('filter').value = state.filter;
       load();
     };
-    $('diff').onchange = () => { state.diff = $('diff').checked ? '1' : ''; state.focus = null; syncControls(); load(); };
+    $('diff').onchange = () => {
+      state.diff = $('diff').checked ? '1' : '';
+      state.focus = null;
+      diffWin = null;
+      if (state.diff && !state.bfrom && !state.buntil) previousPeriod();
+      syncControls();
+      load();
+    };
     for (const id of ['bfilter', 'bfrom', 'buntil']) {
       $(id).onchange = () => { state[id] = $(id).value; load(); };
     }
+    $('bprev').onclick = () => { previousPeriod(); syncControls(); load(); };
+    $('bsame').onclick = () => { state.bfrom = state.buntil = ''; syncControls(); load(); };
+    $('spanid').onchange = () => {
+      const ids = $('spanid').value.split(/[\s,]+/).filter(Boolean);
+      state.trace_id = ids.filter((x) => x.length === 32).join(',');
+      state.span_id = ids.filter((x) => x.length !== 32).join(',');
+      state.focus = null;
+      load();
+    };
+    /* The menu closes on a click elsewhere and on Escape; "/" goes to the search. */
+    document.addEventListener('mousedown', (e) => {
+      if (!$('menu').hidden && !$('menu').contains(e.target) && e.target !== canvasOf()) $('menu').hidden = true;
+    });
+    document.addEventListener('keydown', (e) => {
+      if (e.key === 'Escape') {
+        $('menu').hidden = true;
+        $('tooltip').hidden = true;
+      } else if (e.key === '/' && !/^(INPUT|SELECT|TEXTAREA)$/.test(document.activeElement.tagName)) {
+        e.preventDefault();
+        $('search').focus();
+      }
+    });
     const canvas = $('flame');
     canvas.addEventListener('mousemove', tooltip);
     canvas.addEventListener('mouseleave', () => { $('tooltip').hidden = true; });
@@ -556,7 +844,20 @@
     $('callers').addEventListener('mouseleave', () => { $('tooltip').hidden = true; });
     canvas.addEventListener('click', menu);
     window.addEventListener('resize', () => { drawTimeline(); drawFlame(); });
-    timelineDrag();
+    timelineDrag($('timeline'), () => data && data.doc.timeline, (from, until) => {
+      diffWin = null;
+      state.range = 'custom';
+      state.from = from;
+      state.until = until;
+      syncControls();
+      load();
+    });
+    timelineDrag($('btimeline'), () => data && data.btimeline, (from, until) => {
+      state.bfrom = from;
+      state.buntil = until;
+      syncControls();
+      load();
+    });
   }
 
   /* What is drawn, for scripts and the browser test (tests/ui/browser.js). */
@@ -564,12 +865,17 @@
     draws: 0,
     lastDrawMs: 0, /* how long the last flame-graph draw took (bench/ui_draw.js) */
     firstDrawAt: 0, /* performance.now() of the first draw */
-    callers: () => callerRects.filter((r) => r.block).map((r) => ({ name: r.block.name, level: r.level, w: r.w })),
+    callers: () => callerRects.filter((r) => r.block).map((r) => ({ name: r.block.name, level: r.level, w: r.w, y: r.y })),
     drawn: () => rects.filter((r) => r.block).map((r) => ({
       name: r.block.name, level: r.level, x: r.x, y: r.y, w: r.w, h: ROW, total: r.block.total, self: r.block.self,
       kind: data && data.diff ? Flame.diffChange(r.block.left, r.block.right, data.doc.leftTicks, data.doc.rightTicks).kind : undefined,
     })),
     state: () => JSON.parse(JSON.stringify(state)),
+    ticks: () => ticks.slice(), /* the timeline's time axis */
+    timelines: () => { /* what each timeline adds up to (the baseline's only in diff mode) */
+      const sum = (t) => (t ? t.samples.reduce((a, b) => a + b, 0) : null);
+      return { selection: sum(data && data.doc.timeline), baseline: sum(data && data.btimeline) };
+    },
     nodes: () => (data ? data.levels.reduce((n, lv) => n + lv.length, 0) : 0), /* in the answer */
   };
 

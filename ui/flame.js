@@ -400,9 +400,134 @@
     return { callees: decode(fromPaths(callees)), callers: decode(fromPaths(callers)) };
   }
 
+  /* Why a search text cannot be used ('' when it can): an invalid /regex/. */
+  function matcherError(text) {
+    const m = /^\/(.*)\/$/.exec(text || '');
+    if (!m) return '';
+    try {
+      new RegExp(m[1], 'i');
+      return '';
+    } catch (e) {
+      return 'invalid regex: ' + e.message;
+    }
+  }
+
+  /*
+   * Table rows sorted by key ('name' or a number column) in order 'asc' or
+   * 'desc' ('' is the column's natural order: names A-Z, numbers largest
+   * first); ties by name A-Z. A new array.
+   */
+  function sortRows(rows, key, order) {
+    const desc = order ? order === 'desc' : key !== 'name';
+    const byName = (a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0);
+    const cmp = key === 'name' ? byName : (a, b) => a[key] - b[key];
+    return rows.slice().sort((a, b) => (desc ? cmp(b, a) : cmp(a, b)) || byName(a, b));
+  }
+
+  /* A block's stack as names from level 1 down to it (level 0 is "total"). */
+  function pathOf(levels, level, index) {
+    const out = [];
+    for (let d = level, i = index; d > 0 && i >= 0; d--) {
+      const b = levels[d][i];
+      out.unshift(b.name);
+      i = b.parent;
+    }
+    return out;
+  }
+  /* The block at the end of a stack of names, as {level, index}, or null. */
+  function findPath(levels, path) {
+    if (!path || !path.length || !levels.length) return null;
+    let parent = 0;
+    for (let d = 1; d <= path.length; d++) {
+      const lv = levels[d];
+      const b = lv && lv.find((x) => x.parent === parent && x.name === path[d - 1]);
+      if (!b) return null;
+      parent = b.index;
+    }
+    return { level: path.length, index: parent };
+  }
+
+  /*
+   * A Pyroscope query pasted into the filter box: `type{matchers}`,
+   * `{matchers}` or bare matchers `a="b", c=~"d"`, or a bare profile type id.
+   * Returns {type, service, filter}: the type ('' if none), service_name="x"
+   * taken out as the service ('' if none), the other matchers re-joined.
+   * Throws Error on what is not a query.
+   */
+  function parseQuery(text) {
+    let s = (text || '').trim();
+    let type = '';
+    if (/^[^{}=~!"\s]+(:[^{}=~!"\s]*){4}$/.test(s)) return { type: s, service: '', filter: '' };
+    const brace = s.indexOf('{');
+    if (brace >= 0) {
+      type = s.slice(0, brace).trim();
+      if (!s.endsWith('}')) throw new Error('a query ends with }');
+      s = s.slice(brace + 1, -1);
+    }
+    const re = /\s*([A-Za-z_][\w.]*)\s*(=~|!~|!=|=)\s*"((?:[^"\\]|\\.)*)"\s*(,|$)/y;
+    let service = '';
+    const rest = [];
+    let pos = 0;
+    while (s.slice(pos).trim()) {
+      re.lastIndex = pos;
+      const m = re.exec(s);
+      if (!m) throw new Error('not a label matcher: ' + s.slice(pos).trim());
+      pos = re.lastIndex;
+      if (m[1] === 'service_name' && m[2] === '=') {
+        service = m[3].replace(/\\(.)/g, '$1');
+      } else {
+        rest.push(m[1] + m[2] + '"' + m[3] + '"');
+      }
+      if (!m[4]) break;
+    }
+    return { type: type, service: service, filter: rest.join(',') };
+  }
+
+  /* A profile type id in words: "CPU", "Memory allocated (bytes)", ...; else the id. */
+  const TYPE_NAMES = {
+    'process_cpu:cpu': 'CPU',
+    'process_cpu:samples': 'CPU samples',
+    'memory:alloc_space': 'Memory allocated (bytes)',
+    'memory:alloc_objects': 'Memory allocations (objects)',
+    'memory:inuse_space': 'Memory in use (bytes)',
+    'memory:inuse_objects': 'Memory in use (objects)',
+    'goroutine:goroutine': 'Goroutines',
+    'goroutines:goroutine': 'Goroutines',
+    'block:delay': 'Block delay',
+    'block:contentions': 'Block contentions',
+    'mutex:delay': 'Mutex delay',
+    'mutex:contentions': 'Mutex contentions',
+    'wall:wall': 'Wall time',
+    'exceptions:exceptions': 'Exceptions',
+  };
+  function typeName(id) {
+    const p = String(id).split(':');
+    return TYPE_NAMES[p[0] + ':' + p[1]] || id;
+  }
+
+  /*
+   * Time axis ticks for [start, end] seconds drawn over width pixels: whole
+   * steps of local time (tzOffsetMin as Date's getTimezoneOffset) at least
+   * minGap pixels apart. [{t, x}].
+   */
+  const STEPS = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400,
+    172800, 604800];
+  function timeTicks(start, end, width, tzOffsetMin, minGap) {
+    const span = end - start;
+    if (!(span > 0) || !(width > 0)) return [];
+    const gap = minGap || 80;
+    const step = STEPS.find((s) => (s * width) / span >= gap) || Math.ceil((gap * span) / width / 86400) * 86400;
+    const shift = -(tzOffsetMin || 0) * 60; /* local = utc + shift */
+    let t = Math.ceil((start + shift) / step) * step - shift;
+    const out = [];
+    for (; t <= end; t += step) out.push({ t: t, x: ((t - start) / span) * width });
+    return out;
+  }
+
   const api = {
     decode, layout, table, matcher, searchStats, packageOf, hue, formatValue,
     decodeDiff, diffChange, diffTable, fromPaths, sandwich,
+    matcherError, sortRows, pathOf, findPath, parseQuery, typeName, timeTicks,
   };
   if (typeof module !== 'undefined' && module.exports) {
     module.exports = api;

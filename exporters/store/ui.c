@@ -34,6 +34,25 @@ static const char *content_type(const char *name)
     return "application/octet-stream";
 }
 
+/* The tab icon: a small flame graph, as SVG (browsers ask for /favicon.ico on every load). */
+static const char favicon_svg[] =
+    "<svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 16 16\">"
+    "<rect x=\"0\" y=\"12\" width=\"16\" height=\"4\" fill=\"#d0643c\"/>"
+    "<rect x=\"0\" y=\"8\" width=\"11\" height=\"3.5\" fill=\"#e08a3c\"/>"
+    "<rect x=\"11.5\" y=\"8\" width=\"4.5\" height=\"3.5\" fill=\"#e0b03c\"/>"
+    "<rect x=\"0\" y=\"4\" width=\"7\" height=\"3.5\" fill=\"#e0b03c\"/>"
+    "<rect x=\"0\" y=\"0\" width=\"4\" height=\"3.5\" fill=\"#e8cf5c\"/>"
+    "</svg>";
+
+static void on_favicon(void *ctx, const struct fc_http_request *req, struct fc_http_response *resp)
+{
+    (void)ctx;
+    (void)req;
+    resp->content_type = "image/svg+xml";
+    fc_buf_append(&resp->body, favicon_svg, sizeof(favicon_svg) - 1);
+    fc_http_response_header(resp, "Cache-Control", "max-age=86400");
+}
+
 static void on_asset(void *ctx, const struct fc_http_request *req, struct fc_http_response *resp)
 {
     const char *name = strcmp(req->path, "/") == 0 ? "index.html" : req->path + strlen("/ui/");
@@ -52,7 +71,8 @@ static void on_asset(void *ctx, const struct fc_http_request *req, struct fc_htt
 int store_ui_routes(struct fc_http_server *srv, const char *owner, struct fc_error *err)
 {
     if (fc_http_route(srv, "GET", "/", 0, on_asset, NULL, owner, err) != FC_OK ||
-        fc_http_route(srv, "GET", "/ui/*", 0, on_asset, NULL, owner, err) != FC_OK) {
+        fc_http_route(srv, "GET", "/ui/*", 0, on_asset, NULL, owner, err) != FC_OK ||
+        fc_http_route(srv, "GET", "/favicon.ico", 0, on_favicon, NULL, owner, err) != FC_OK) {
         return FC_ECONFIG;
     }
     return FC_OK;

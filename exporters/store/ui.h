@@ -23,7 +23,7 @@ extern const struct fc_ui_asset fc_ui_assets[];
 /* The asset called name, or NULL. */
 const struct fc_ui_asset *fc_ui_asset(const char *name);
 
-/* Registers GET / and GET /ui/<file> on srv for owner. */
+/* Registers GET /, GET /ui/<file> and GET /favicon.ico (an SVG icon) on srv for owner. */
 int store_ui_routes(struct fc_http_server *srv, const char *owner, struct fc_error *err);
 
 #endif

@@ -128,9 +128,11 @@ async function main() {
 
     browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'] });
     const errors = [];
-    const newPage = async () => {
-      const p = await browser.newPage({ viewport: { width: 1400, height: 900 } });
+    const newPage = async (opts) => {
+      const p = await browser.newPage(Object.assign({ viewport: { width: 1400, height: 900 } }, opts));
       p.on('pageerror', (e) => errors.push(String(e)));
+      // a failed load (a missing favicon.ico, say) is a console error too
+      p.on('console', (m) => { if (m.type() === 'error') errors.push(m.text() + ' ' + JSON.stringify(m.location())); });
       return p;
     };
 
@@ -210,9 +212,18 @@ async function main() {
     const mroot = drawn.filter((b) => b.level === 1);
     assert.deepEqual(mroot.map((b) => [b.name, b.total, b.self]), [['runtime.mallocgc', malloc.cum, malloc.flat]]);
     near(mroot[0].w, width, 'the sandwiched function spans the width');
-    near(drawn.find((b) => b.level === 0).w, width, 'root spans the width');
+    // No "total" rows between the halves: the function meets itself there.
+    assert.equal(drawn.filter((b) => b.level === 0).length, 0, 'no total row under the function');
     let callers = await page.evaluate(() => window.flamecol.callers());
     assert.deepEqual(callers.filter((b) => b.level === 1).map((b) => b.name), ['runtime.mallocgc']);
+    assert.equal(callers.filter((b) => b.level === 0).length, 0, 'no total row above the function');
+    // The callers' bottom row (the function) sits right on the callees' top row (the function).
+    const cbox = await page.locator('#callers').boundingBox();
+    const fbox = await page.locator('#flame').boundingBox();
+    near(cbox.y + cbox.height, fbox.y, 'the halves meet', 3);
+    assert.equal(callers.find((b) => b.level === 1).y, await page.$eval('#callers', (c) => c.clientHeight) - ROW,
+      'the function is the callers\' last row');
+    assert.equal(mroot[0].y, 0, 'the function is the callees\' first row');
     near(callers.filter((b) => b.level === 2).reduce((s, b) => s + b.w, 0), width, 'its callers share its width');
     assert.ok(page.url().includes('sandwich=runtime.mallocgc'), page.url());
     await page.screenshot({ path: path.join(ARTIFACTS, 'sandwich.png') });
@@ -330,18 +341,18 @@ async function main() {
     await hand.click('#pills .pill button'); // drop the focus
     await hand.locator('#top tbody tr', { hasText: /^f/ }).first().locator('button', { hasText: 'sandwich' }).click();
     drawn = await hand.evaluate(() => window.flamecol.drawn());
-    sameRects(drawn, [[0, 'total', 0, 1], [1, 'f', 0, 1], [2, 'f', 0, 0.75], [2, 'h', 0.75, 0.25], [3, 'g', 0, 0.75]],
+    sameRects(drawn, [[1, 'f', 0, 1], [2, 'f', 0, 0.75], [2, 'h', 0.75, 0.25], [3, 'g', 0, 0.75]],
       hw, 'callees of f');
     assert.deepEqual(drawn.filter((b) => b.level === 1).map((b) => [b.total, b.self]), [[4e8, 0]]);
     callers = await hand.evaluate(() => window.flamecol.callers());
-    assert.deepEqual(callers.map((b) => [b.level, b.name]).sort(), [[0, 'total'], [1, 'f'], [2, 'main']]);
+    assert.deepEqual(callers.map((b) => [b.level, b.name]).sort(), [[1, 'f'], [2, 'main']]);
     for (const b of callers) near(b.w, hw, `caller ${b.name} spans the width`);
     // g's callers: main 20 directly, f 30 through f;f: widths 2/5 and 3/5.
     await hand.goto(handUrl + '&sandwich=g');
     await hand.waitForFunction(() => window.flamecol && window.flamecol.draws > 0 && document.querySelector('#top tbody tr'));
     callers = await hand.evaluate(() => window.flamecol.callers());
     const cw = callers.map((b) => [b.level, b.name, +(b.w / hw).toFixed(4)]).sort();
-    assert.deepEqual(cw, [[0, 'total', 1], [1, 'g', 1], [2, 'f', 0.6], [2, 'main', 0.4], [3, 'f', 0.6], [4, 'main', 0.6]]);
+    assert.deepEqual(cw, [[1, 'g', 1], [2, 'f', 0.6], [2, 'main', 0.4], [3, 'f', 0.6], [4, 'main', 0.6]]);
 
     // A link reopens the same view.
     await hand.locator('#top tbody tr', { hasText: /^h/ }).first().locator('button', { hasText: 'sandwich' }).click();
@@ -350,7 +361,7 @@ async function main() {
     await again.waitForFunction(() => window.flamecol && window.flamecol.draws > 0);
     assert.equal((await again.evaluate(() => window.flamecol.state())).sandwich, 'h');
     assert.deepEqual((await again.evaluate(() => window.flamecol.callers())).map((b) => [b.level, b.name]).sort(),
-      [[0, 'total'], [1, 'h'], [2, 'f'], [3, 'main']]);
+      [[1, 'h'], [2, 'f'], [3, 'main']]);
     // A focus link reopens focused (it once failed: "levels is not defined").
     await again.goto(handUrl + '&focus=2:0');
     await again.waitForFunction(() => window.flamecol && window.flamecol.draws > 0);
@@ -381,7 +392,14 @@ async function main() {
     await hand.mouse.move(tl.x + tl.width * 0.2, tl.y + 10);
     await hand.mouse.down();
     await hand.mouse.move(tl.x + tl.width * 0.6, tl.y + 10);
+    // While dragging, the picked part is highlighted.
+    const brush = await hand.locator('#timeline-box .brush').boundingBox();
+    assert.ok(brush, 'a highlight while dragging');
+    near(brush.x, tl.x + tl.width * 0.2, 'highlight starts at the mouse-down', 1.5);
+    near(brush.width, tl.width * 0.4, 'highlight follows the mouse', 1.5);
+    await hand.screenshot({ path: path.join(ARTIFACTS, 'timeline-drag.png') });
     await hand.mouse.up();
+    assert.equal(await hand.isVisible('#timeline-box .brush'), false, 'the highlight goes on release');
     await hand.waitForFunction((t) => window.flamecol.state().from !== String(t), T0);
     const dragged = await hand.evaluate(() => window.flamecol.state());
     assert.equal(dragged.range, 'custom');
@@ -435,6 +453,256 @@ async function main() {
       'aBaseline: 100 ms (50.00%)Comparison: 100 ms (25.00%)Change: -50.0%');
     assert.equal(await diffPage.isVisible('#legend'), true);
     await diffPage.screenshot({ path: path.join(ARTIFACTS, 'diff.png') });
+
+
+    /* ---------- Part 2: what was broken or thin (issue 17) ---------- */
+    // favicon.ico answers (an SVG icon): no 404 on every load.
+    const icon = await fetch(`${base}/favicon.ico`);
+    assert.equal(icon.status, 200);
+    assert.equal(icon.headers.get('content-type'), 'image/svg+xml');
+    assert.match(await icon.text(), /^<svg /);
+
+    // Profile types by name, the id on hover.
+    const p2 = await newPage();
+    await openView(p2, handUrl);
+    assert.equal(await p2.$eval('#type', (s) => s.selectedOptions[0].textContent), 'CPU');
+    assert.equal(await p2.$eval('#type', (s) => s.selectedOptions[0].title), CPU);
+
+    // The table sorts both ways, with an indicator: self largest first
+    // (k 140, g 50, h 10, f 0, main 0), again smallest first (ties by name:
+    // f, main, h, g, k); by name A-Z, then Z-A.
+    const sortedBy = async () => p2.$$eval('#top thead th[aria-sort]', (t) => t.map((x) => [x.dataset.sort, x.getAttribute('aria-sort')]));
+    const names = async () => (await tableRows(p2)).map((r) => r[0]);
+    assert.deepEqual(await sortedBy(), [['self', 'descending']]);
+    await p2.click('#top thead th[data-sort="self"]');
+    assert.deepEqual(await names(), ['f', 'main', 'h', 'g', 'k']);
+    assert.deepEqual(await sortedBy(), [['self', 'ascending']]);
+    await p2.click('#top thead th[data-sort="name"]');
+    assert.deepEqual(await names(), ['f', 'g', 'h', 'k', 'main']);
+    assert.deepEqual(await sortedBy(), [['name', 'ascending']]);
+    await p2.click('#top thead th[data-sort="name"]');
+    assert.deepEqual(await names(), ['main', 'k', 'h', 'g', 'f']);
+    assert.deepEqual(await sortedBy(), [['name', 'descending']]);
+    await p2.reload();
+    await p2.waitForFunction(() => window.flamecol && window.flamecol.draws > 0 && document.querySelector('#top tbody tr'));
+    assert.deepEqual(await names(), ['main', 'k', 'h', 'g', 'f'], 'the order is kept in the URL');
+    await p2.click('#top thead th[data-sort="self"]');
+    assert.deepEqual(await names(), ['k', 'g', 'h', 'f', 'main']);
+
+    // A bad regex says so instead of "0 matches".
+    await p2.fill('#search', '/f(/');
+    await p2.waitForFunction(() => /regex/.test(document.getElementById('search-stats').textContent));
+    assert.match(await p2.textContent('#search-stats'), /^invalid regex: /);
+    assert.equal(await p2.$eval('#search-stats', (e) => e.className), 'error');
+    await p2.fill('#search', '');
+
+    // The click menu closes on a click elsewhere and on Escape.
+    let hd = await p2.evaluate(() => window.flamecol.drawn());
+    const p2box = await p2.locator('#flame').boundingBox();
+    const kb = hd.find((b) => b.name === 'k');
+    const openMenu = async (b) => {
+      await p2.mouse.click(p2box.x + b.x + b.w / 2, p2box.y + b.y + b.h / 2);
+      assert.equal(await p2.isVisible('#menu'), true, 'the menu opens');
+    };
+    await openMenu(kb);
+    await p2.click('header strong');
+    assert.equal(await p2.isVisible('#menu'), false, 'a click elsewhere closes the menu');
+    await openMenu(kb);
+    await p2.keyboard.press('Escape');
+    assert.equal(await p2.isVisible('#menu'), false, 'Escape closes the menu');
+
+    // Focus follows its stack through a filter change: focus k, then paste a
+    // Pyroscope query for worker b (main;k 40, main;g 20). k is then the
+    // second block of level 2 (g, k) and spans the width; its total 400 ms.
+    await openMenu(kb);
+    await p2.click('#menu button[data-act="focus"]');
+    assert.ok(p2.url().includes('focus=2%3A2'), p2.url());
+    await p2.fill('#filter', '{service_name="handsvc", worker="b"}');
+    await p2.press('#filter', 'Enter');
+    await p2.waitForFunction(() => document.getElementById('status').textContent.startsWith('600 ms total'));
+    const st = await p2.evaluate(() => window.flamecol.state());
+    assert.deepEqual([st.service, st.filter, st.focus], ['handsvc', 'worker="b"', { level: 2, index: 1 }]);
+    hd = await p2.evaluate(() => window.flamecol.drawn());
+    sameRects(hd, [[0, 'total', 0, 1], [1, 'main', 0, 1], [2, 'k', 0, 1]], hw, 'focus on k after the filter change');
+    assert.equal(hd.find((b) => b.name === 'k').total, 4e8);
+    assert.match(await p2.textContent('#pills'), /Focus: k/);
+    // ... through a reload of that URL, and a group-by change.
+    await p2.reload();
+    await p2.waitForFunction(() => window.flamecol && window.flamecol.draws > 0 && document.querySelector('#top tbody tr'));
+    sameRects(await p2.evaluate(() => window.flamecol.drawn()), [[0, 'total', 0, 1], [1, 'main', 0, 1], [2, 'k', 0, 1]],
+      hw, 'focus on k reloaded');
+    await p2.selectOption('#groupby', 'worker');
+    await p2.waitForFunction(() => document.querySelectorAll('#groups .group').length > 0);
+    assert.deepEqual((await p2.evaluate(() => window.flamecol.state())).focus, { level: 2, index: 1 });
+    // ... and a timeline drag to the first 30% (only the T0 + 100 push,
+    // worker a: no k): the focus goes, the whole graph is drawn.
+    const tl2 = await p2.locator('#timeline').boundingBox();
+    await p2.selectOption('#groupby', '');
+    await p2.waitForFunction(() => document.querySelectorAll('#groups .group').length === 0);
+    await p2.fill('#filter', '');
+    await p2.press('#filter', 'Enter');
+    await p2.waitForFunction(() => document.getElementById('status').textContent.startsWith('2.00 s total'));
+    assert.deepEqual((await p2.evaluate(() => window.flamecol.state())).focus, { level: 2, index: 2 }, 'k again');
+    await p2.mouse.move(tl2.x + 2, tl2.y + 10);
+    await p2.mouse.down();
+    await p2.mouse.move(tl2.x + tl2.width * 0.3, tl2.y + 10);
+    await p2.mouse.up();
+    await p2.waitForFunction(() => document.getElementById('status').textContent.startsWith('400 ms total'));
+    assert.equal((await p2.evaluate(() => window.flamecol.state())).focus, null);
+    assert.equal(await p2.textContent('#pills'), '');
+    // A query with a profile type and a service switches both.
+    await p2.fill('#filter', `${CPU}{service_name="shop"}`);
+    await p2.press('#filter', 'Enter');
+    await p2.waitForFunction(() => window.flamecol.state().service === 'shop' && document.getElementById('service').value === 'shop');
+    assert.equal((await p2.evaluate(() => window.flamecol.state())).type, CPU);
+    // Not a query: said, not sent.
+    await p2.fill('#filter', '{worker=a}');
+    await p2.press('#filter', 'Enter');
+    await p2.waitForFunction(() => /not a label matcher/.test(document.getElementById('status').textContent));
+    assert.equal(await p2.$eval('#filter', (e) => e.classList.contains('bad')), true);
+    await p2.close();
+
+    // The time axis: in Kathmandu (UTC+5:45) over [T0, T0 + 1010] on about
+    // 1380 px, ticks 90 px apart at least are 2 min apart, on whole local
+    // 2 minutes (UTC + 20700 s), labelled in local HH:MM.
+    const ktm = await newPage({ timezoneId: 'Asia/Kathmandu' });
+    await openView(ktm, handUrl);
+    const kw = await ktm.$eval('#timeline', (c) => c.clientWidth);
+    const ticks = await ktm.evaluate(() => window.flamecol.ticks());
+    assert.ok(ticks.length >= 5, JSON.stringify(ticks));
+    const hm = (t) => new Date(t * 1000).toLocaleTimeString('en-GB', { timeZone: 'Asia/Kathmandu', hour: '2-digit', minute: '2-digit' });
+    ticks.forEach((tk, i) => {
+      assert.equal((tk.t + 20700) % 120, 0, `tick ${tk.t} on a whole local 2 min`);
+      if (i) assert.equal(tk.t - ticks[i - 1].t, 120);
+      assert.equal(tk.label, hm(tk.t));
+      near(tk.x, ((tk.t - T0) / 1010) * kw, `x of tick ${tk.label}`, 0.5);
+    });
+    assert.ok(ticks[0].t - T0 < 120 && ticks[0].t >= T0);
+    await ktm.close();
+
+    // Downloads: JSON too, the same numbers as pprof -top.
+    const json = await (await fetch(await page.$eval('#dl-json', (a) => a.href))).json();
+    assert.equal(json.flamebearer.numTicks, ref.total);
+
+    // Findings are above the fold, beside the graph's top; their top function
+    // is pprof's top flat one, and a click searches for it.
+    await page.setViewportSize({ width: 1400, height: 900 });
+    await page.click('button[data-view="both"]');
+    await page.waitForSelector('#findings .finding');
+    const fbb = await page.locator('#findings').boundingBox();
+    assert.ok(fbb.y + fbb.height < 900, `findings visible: ${JSON.stringify(fbb)}`);
+    const first = page.locator('#findings .top .finding').first();
+    assert.ok((await first.textContent()).startsWith(top + ' '), await first.textContent());
+    await first.click();
+    assert.equal((await page.evaluate(() => window.flamecol.state())).search, top);
+    await page.click('#pills .pill button');
+
+    // Nothing is cut off at 1024, 1400 and 1920 px: every number cell and row
+    // button ends inside the table pane, which does not scroll sideways; only
+    // names give way (ellipsis). The same for the diff table's Change column.
+    const clipped = (p) => p.$eval('#table-pane', (pane) => {
+      const r = pane.getBoundingClientRect();
+      const right = r.left + pane.clientLeft + pane.clientWidth + 0.5;
+      const bad = [];
+      if (pane.scrollWidth > pane.clientWidth) bad.push('pane scrolls sideways: ' + pane.scrollWidth + ' > ' + pane.clientWidth);
+      for (const tr of [...pane.querySelectorAll('#top tr')].slice(0, 40)) {
+        for (const el of tr.querySelectorAll('td.num, th, td button')) {
+          if (el.getBoundingClientRect().right > right) bad.push(el.textContent + ' ends at ' + el.getBoundingClientRect().right + ' > ' + right);
+        }
+      }
+      return bad;
+    });
+    const diffPage2 = await newPage();
+    await openView(diffPage2, `${base}/?service=diffsvc&type=${encodeURIComponent(CPU)}&diff=1&range=custom` +
+      `&from=${t2 - 5}&until=${t2 + 20}&bfrom=${t1 - 5}&buntil=${t1 + 20}`);
+    for (const w of [1024, 1400, 1920]) {
+      await page.setViewportSize({ width: w, height: 900 });
+      await diffPage2.setViewportSize({ width: w, height: 900 });
+      assert.deepEqual(await clipped(page), [], `table at ${w} px`);
+      assert.deepEqual(await clipped(diffPage2), [], `diff table at ${w} px`);
+      await page.screenshot({ path: path.join(ARTIFACTS, `explore-${w}.png`) });
+      await diffPage2.screenshot({ path: path.join(ARTIFACTS, `diff-${w}.png`) });
+    }
+    await page.setViewportSize({ width: 1400, height: 900 });
+
+    // Diff mode: no sandwich in the menu; both sides have a timeline over
+    // the window holding both selections ([t1 - 5, t2 + 20]), and a drag on
+    // the baseline's sets the baseline: its second half holds no samples, so
+    // both functions are new there.
+    const d2 = await diffPage2.evaluate(() => window.flamecol.drawn());
+    const d2box = await diffPage2.locator('#flame').boundingBox();
+    const bblock = d2.find((b) => b.name === 'b');
+    await diffPage2.mouse.click(d2box.x + bblock.x + bblock.w / 2, d2box.y + bblock.y + bblock.h / 2);
+    assert.equal(await diffPage2.isVisible('#menu button[data-act="sandwich"]'), false);
+    assert.equal(await diffPage2.isVisible('#menu button[data-act="focus"]'), true);
+    await diffPage2.keyboard.press('Escape');
+    assert.equal(await diffPage2.isVisible('#btimeline'), true);
+    const sums = await diffPage2.evaluate(() => window.flamecol.timelines());
+    // every sample of the service is in the window: 20 + 40 samples of 10 ms, on both
+    assert.deepEqual(sums, { selection: 60 * MS, baseline: 60 * MS });
+    const bt = await diffPage2.locator('#btimeline').boundingBox();
+    await diffPage2.mouse.move(bt.x + bt.width * 0.5, bt.y + 10);
+    await diffPage2.mouse.down();
+    await diffPage2.mouse.move(bt.x + bt.width * 0.6, bt.y + 10);
+    await diffPage2.mouse.up();
+    await diffPage2.waitForFunction(() => document.querySelector('#top tbody td:last-child').textContent === 'new');
+    const bst = await diffPage2.evaluate(() => window.flamecol.state());
+    const win = t2 + 20 - (t1 - 5);
+    near(+bst.bfrom, t1 - 5 + 0.5 * win, 'baseline from', win / 100);
+    near(+bst.buntil, t1 - 5 + 0.6 * win, 'baseline until', win / 100);
+    assert.deepEqual(await tableRows(diffPage2), [['b', '0 ns', '300 ms', 'new'], ['a', '0 ns', '100 ms', 'new']]);
+    // The window stays where it was (both pushes still in it), so the drag can be redone.
+    assert.deepEqual(await diffPage2.evaluate(() => window.flamecol.timelines()), { selection: 60 * MS, baseline: 60 * MS });
+    await diffPage2.screenshot({ path: path.join(ARTIFACTS, 'diff-baseline-drag.png') });
+    await diffPage2.close();
+
+    // Span profiles: the pprof of test_store_api's test_span_profiles: main;a 3
+    // (span ...ab, trace 4bf9...), main;b 5 (span ...cd), main 7 (no span).
+    const vi = (x) => { const o = []; while (x >= 128) { o.push((x & 127) | 128); x = Math.floor(x / 128); } o.push(x); return o; };
+    const fld = (n, p) => [...vi((n << 3) | 2), ...vi(p.length), ...p];
+    const vf = (n, x) => [...vi(n << 3), ...vi(x)];
+    const strs = ['', 'samples', 'count', 'main', 'a', 'b', 'span_id', '00000000000000ab', '00000000000000cd', 'trace_id',
+      '4bf92f3577b34da6a3ce929d0e0e4736'];
+    let msg = fld(1, [...vf(1, 1), ...vf(2, 2)]);
+    for (const [fid, name] of [[1, 3], [2, 4], [3, 5]]) {
+      msg = msg.concat(fld(5, [...vf(1, fid), ...vf(2, name)]), fld(4, [...vf(1, fid), ...fld(4, vf(1, fid))]));
+    }
+    msg = msg.concat(fld(2, [...fld(1, [2, 1]), ...fld(2, [3]), ...fld(3, [...vf(1, 6), ...vf(2, 7)]), ...fld(3, [...vf(1, 9), ...vf(2, 10)])]));
+    msg = msg.concat(fld(2, [...fld(1, [3, 1]), ...fld(2, [5]), ...fld(3, [...vf(1, 6), ...vf(2, 8)])]));
+    msg = msg.concat(fld(2, [...fld(1, [1]), ...fld(2, [7])]));
+    for (const x of strs) msg = msg.concat(fld(6, [...Buffer.from(x)]));
+    await push(base, 'spansvc', Buffer.from(msg), now - 100, now - 90, 'application/octet-stream');
+    const spanUrl = `${base}/?service=spansvc&range=custom&from=${now - 200}&until=${now + 60}`;
+    const sp = await newPage();
+    await openView(sp, spanUrl + '&trace_id=4bf92f3577b34da6a3ce929d0e0e4736');
+    assert.deepEqual(await tableRows(sp), [['a', '3', '3'], ['main', '0', '3']]);
+    assert.match(await sp.textContent('#pills'), /Trace: 4bf92f3577b34da6a3ce929d0e0e4736/);
+    assert.equal(await sp.inputValue('#spanid'), '4bf92f3577b34da6a3ce929d0e0e4736');
+    await sp.fill('#spanid', '00000000000000ab, 00000000000000cd');
+    await sp.press('#spanid', 'Enter');
+    await sp.waitForFunction(() => document.querySelector('#top tbody tr td').textContent === 'b');
+    assert.deepEqual(await tableRows(sp), [['b', '5', '5'], ['a', '3', '3'], ['main', '0', '8']]);
+    assert.ok(sp.url().includes('span_id=00000000000000ab%2C00000000000000cd'), sp.url());
+    await sp.click('#pills .pill button'); // no span: the whole profile, 15
+    await sp.waitForFunction(() => document.querySelectorAll('#top tbody tr').length === 3 &&
+      document.querySelector('#top tbody tr td').textContent === 'main');
+    assert.deepEqual(await tableRows(sp), [['main', '7', '15'], ['b', '5', '5'], ['a', '3', '3']]);
+    await sp.close();
+
+    // An empty store shows its hint where it is seen.
+    const emptyCollector = await startCollector(BIN);
+    try {
+      const ep = await newPage({ viewport: { width: 1024, height: 700 } });
+      await ep.goto(emptyCollector.base + '/');
+      await ep.waitForSelector('#empty', { state: 'visible' });
+      const eb = await ep.locator('#empty').boundingBox();
+      assert.ok(eb.y + eb.height <= 700, `the hint is above the fold: ${JSON.stringify(eb)}`);
+      assert.match(await ep.textContent('#empty'), /No profiles/);
+      await ep.screenshot({ path: path.join(ARTIFACTS, 'empty.png') });
+      await ep.close();
+    } finally {
+      emptyCollector.stop();
+    }
 
     assert.deepEqual(errors, [], 'no script errors');
     console.log('ok: browser test passed; screenshots in ' + ARTIFACTS);

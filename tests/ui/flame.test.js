@@ -148,3 +148,73 @@ test('sandwich: callees and callers of a function, recursion counted once', () =
   // callers: f 30 -> x 20 -> main 20, y 10 -> main 10
   assert.deepEqual(flat(s.callers), [[['total', 30, 0]], [['f', 30, 0]], [['x', 20, 0], ['y', 10, 0]], [['main', 20, 20], ['main', 10, 10]]]);
 });
+
+test('matcherError: a bad /regex/ says why, text and good regexes do not', () => {
+  assert.match(Flame.matcherError('/a(/'), /^invalid regex: /);
+  assert.equal(Flame.matcherError('/^a(b|c)$/'), '');
+  assert.equal(Flame.matcherError('a('), ''); // plain text, not a regex
+  assert.equal(Flame.matcherError(''), '');
+});
+
+test('sortRows: both ways, ties by name', () => {
+  const rows = [{ name: 'k', self: 140 }, { name: 'main', self: 0 }, { name: 'g', self: 50 }, { name: 'f', self: 0 }];
+  const names = (rs) => rs.map((r) => r.name);
+  assert.deepEqual(names(Flame.sortRows(rows, 'self', '')), ['k', 'g', 'f', 'main']);
+  assert.deepEqual(names(Flame.sortRows(rows, 'self', 'desc')), ['k', 'g', 'f', 'main']);
+  assert.deepEqual(names(Flame.sortRows(rows, 'self', 'asc')), ['f', 'main', 'g', 'k']);
+  assert.deepEqual(names(Flame.sortRows(rows, 'name', '')), ['f', 'g', 'k', 'main']);
+  assert.deepEqual(names(Flame.sortRows(rows, 'name', 'desc')), ['main', 'k', 'g', 'f']);
+  assert.deepEqual(names(rows), ['k', 'main', 'g', 'f'], 'the input is not reordered');
+});
+
+test('pathOf and findPath: a focus follows its stack into another answer', () => {
+  const lv = Flame.decode(simple);
+  assert.deepEqual(Flame.pathOf(lv, 3, 0), ['main', 'a', 'c']);
+  assert.deepEqual(Flame.pathOf(lv, 2, 1), ['main', 'b']);
+  // the same stacks in another order: total -> main -> {b 40, a 60 -> c 40}
+  const other = Flame.decode({
+    names: ['total', 'main', 'b', 'a', 'c'],
+    levels: [[0, 100, 0, 0], [0, 100, 0, 1], [0, 40, 40, 2, 0, 60, 20, 3], [40, 40, 40, 4]],
+  });
+  assert.deepEqual(Flame.findPath(other, ['main', 'a', 'c']), { level: 3, index: 0 });
+  assert.deepEqual(Flame.findPath(other, ['main', 'a']), { level: 2, index: 1 });
+  assert.equal(Flame.findPath(other, ['main', 'b', 'c']), null);
+  assert.equal(Flame.findPath(other, []), null);
+});
+
+test('parseQuery: Pyroscope queries pasted into the filter', () => {
+  assert.deepEqual(Flame.parseQuery('{service_name="x", region="y"}'), { type: '', service: 'x', filter: 'region="y"' });
+  assert.deepEqual(Flame.parseQuery('process_cpu:cpu:nanoseconds:cpu:nanoseconds{service_name="shop",pod=~"a.*" , zone!="b"}'),
+    { type: 'process_cpu:cpu:nanoseconds:cpu:nanoseconds', service: 'shop', filter: 'pod=~"a.*",zone!="b"' });
+  assert.deepEqual(Flame.parseQuery('worker="3"'), { type: '', service: '', filter: 'worker="3"' });
+  assert.deepEqual(Flame.parseQuery('{}'), { type: '', service: '', filter: '' });
+  assert.deepEqual(Flame.parseQuery('memory:alloc_space:bytes:space:bytes'),
+    { type: 'memory:alloc_space:bytes:space:bytes', service: '', filter: '' });
+  assert.deepEqual(Flame.parseQuery('{service_name="a\\"b"}'), { type: '', service: 'a"b', filter: '' });
+  assert.throws(() => Flame.parseQuery('{service_name="x"'), /ends with }/);
+  assert.throws(() => Flame.parseQuery('{region=y}'), /not a label matcher/);
+});
+
+test('typeName: friendly names, the id when unknown', () => {
+  assert.equal(Flame.typeName('process_cpu:cpu:nanoseconds:cpu:nanoseconds'), 'CPU');
+  assert.equal(Flame.typeName('memory:alloc_space:bytes:space:bytes'), 'Memory allocated (bytes)');
+  assert.equal(Flame.typeName('memory:inuse_objects:count:space:bytes'), 'Memory in use (objects)');
+  assert.equal(Flame.typeName('custom:thing:count::'), 'custom:thing:count::');
+});
+
+test('timeTicks: whole local steps at least minGap apart', () => {
+  // 1000 s over 500 px, 80 px apart: 160 s at least -> 300 s steps (5 min), UTC.
+  assert.deepEqual(Flame.timeTicks(1000, 2000, 500, 0, 80), [{ t: 1200, x: 100 }, { t: 1500, x: 250 }, { t: 1800, x: 400 }]);
+  // One day over 4800 px: 18 s a pixel, 1440 s at least -> 1800 s; at
+  // UTC+5:30 (offset -330 min) local half hours are whole UTC half hours: 0, 1800, ...
+  const day = Flame.timeTicks(0, 86400, 4800, -330, 80);
+  assert.equal(day[0].t, 0);
+  assert.equal(day[1].t - day[0].t, 1800);
+  // Over 600 px: 144 s a pixel, 11520 s at least -> 6 h steps on local 00,
+  // 06, 12, 18 h: local 06:00 at UTC+5:30 is UTC 00:30, t = 1800.
+  const wide = Flame.timeTicks(0, 86400, 600, -330, 80);
+  assert.equal(wide[1].t - wide[0].t, 21600);
+  assert.equal(wide[0].t, 1800);
+  assert.equal(wide[0].x, 1800 / 144);
+  assert.deepEqual(Flame.timeTicks(5, 5, 100, 0), []);
+});
