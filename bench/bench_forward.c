@@ -12,11 +12,15 @@
  * (`otlp` -> `nop`) and the forwarder (`otlp` -> `otlp` exporter -> sink);
  * only the baseline's and the forwarder's CPU (utime + stime from /proc) is
  * counted. A forwarder phase ends when its queue is empty and nothing is in
- * flight, so the CPU of sending what it acknowledged is in its figure.
+ * flight, so the CPU of sending what it acknowledged is in its figure. Every
+ * collector first gets WARMUP_S of the same load, not counted (connections
+ * made, threads started, first-touch page faults): the figures are the
+ * steady state, baseline and forwarders alike.
  *
  * Modes:
  *   memory      the baseline again with clients sending gzip (as the
- *               Collector's otlp exporter does by default); the forwarder
+ *               Collector's otlp exporter does by default), and at 8
+ *               connections (its peak RSS, for scale); the forwarder
  *               with the in-memory queue (compression gzip, the default,
  *               then none) at 4 connections, the gzip forwarder with gzip
  *               clients (beside the gzip baseline: the request goes out as
@@ -51,6 +55,7 @@
 #include <unistd.h>
 
 #define MAX_CLIENTS 16
+#define WARMUP_S 1.0
 
 struct collector {
     pid_t pid;
@@ -202,6 +207,12 @@ static struct phase_result phase(const struct collector *c, int clients, double 
     return res;
 }
 
+/* WARMUP_S of load at `clients` connections, not counted. */
+static void warm_up(const struct collector *c, int clients, bool forwarder)
+{
+    (void)phase(c, clients, WARMUP_S, forwarder);
+}
+
 static double per_cpu(const struct phase_result *r)
 {
     return r->cpu > 0 ? (double)r->requests / r->cpu : 0;
@@ -264,6 +275,7 @@ int main(int argc, char **argv)
            n_reqs, (double)total / (double)n_reqs / 1024, (double)total_gz / (double)n_reqs / 1024,
            seconds);
 
+    warm_up(&base, 4, false);
     r = phase(&base, 4, seconds, false);
     baseline = per_cpu(&r);
     printf("%-44s %7.0f req/s | %6.0f req per collector CPU-s | refused %lld\n",
@@ -277,6 +289,12 @@ int main(int argc, char **argv)
         printf("%-44s %7.0f req/s | %6.0f req per collector CPU-s | refused %lld\n",
                "receive-only, clients send gzip, 4", (double)r.requests / r.wall, baseline_gz,
                (long long)r.failures);
+        r = phase(&base, 8, seconds, false);
+        printf("%-44s %7.0f req/s | %6.0f req per collector CPU-s | refused %lld\n",
+               "receive-only (otlp -> nop), 8", (double)r.requests / r.wall, per_cpu(&r),
+               (long long)r.failures);
+        printf("receive-only peak RSS (VmHWM, after 4 then 8 connections): %.1f MB\n",
+               (double)bench_peak_rss_kb(base.pid) / 1024);
     }
     bench_stop_collector(base.pid);
 
@@ -284,8 +302,14 @@ int main(int argc, char **argv)
         struct collector fwd = start_forwarder(argv[1], sink.grpc_port, "gzip", NULL);
         struct collector plain = start_forwarder(argv[1], sink.grpc_port, "none", NULL);
 
+        warm_up(&fwd, 4, true);
+        fwd.sent_before = bench_metric(fwd.metrics_port, "flamecol_exporter_sent_requests_total",
+                                       "exporter=\"otlp\"");
         r = phase(&fwd, 4, seconds, true);
         print_forward("forward, memory queue, gzip, 4", &r, &fwd, baseline);
+        warm_up(&plain, 4, true);
+        plain.sent_before = bench_metric(
+            plain.metrics_port, "flamecol_exporter_sent_requests_total", "exporter=\"otlp\"");
         r = phase(&plain, 4, seconds, true);
         print_forward("forward, memory queue, none, 4", &r, &plain, baseline);
         bench_stop_collector(plain.pid);
@@ -310,6 +334,9 @@ int main(int argc, char **argv)
             return 1;
         }
         pq = start_forwarder(argv[1], sink.grpc_port, "gzip", dir);
+        warm_up(&pq, 4, true);
+        pq.sent_before = bench_metric(pq.metrics_port, "flamecol_exporter_sent_requests_total",
+                                      "exporter=\"otlp\"");
         fs0 = bench_metric(pq.metrics_port, "flamecol_exporter_persistent_queue_fsyncs_total",
                            "exporter=\"otlp\"");
         r = phase(&pq, 4, seconds, true);

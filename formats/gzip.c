@@ -98,59 +98,70 @@ int fc_gunzip(const uint8_t *in, size_t len, size_t limit, struct fc_buf *out, s
 }
 
 /*
- * A libdeflate compressor holds its match finder's tables (hundreds of KB at
- * level 1): making one per call cost more than compressing a request. Each
- * thread keeps the last one it made, freed when the thread ends.
+ * A libdeflate compressor holds its match finder's tables (about 200 KB at
+ * level 1, 650 KB above): making one per call cost more than compressing a
+ * request, and one per thread cost that much resident memory for each
+ * receiving worker (8 connections, 8 workers: 1.6 MB). Compressors are
+ * shared instead: taken from a pool for one call and given back, so there
+ * are only as many as compressions ever ran at once (about the cores). The
+ * pool keeps at most POOL_MAX of them; one more given back is freed.
  */
-struct cached_compressor {
+#define POOL_MAX 8
+
+struct pooled_compressor {
     struct libdeflate_compressor *c;
     int level;
+    struct pooled_compressor *next;
 };
 
-static pthread_key_t compressor_key;
-static pthread_once_t compressor_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct pooled_compressor *pool; /* idle compressors, the last given back first */
+static unsigned pool_n;
 
-static void free_cached_compressor(void *p)
+/* A compressor of this level, the caller's until compressor_put(); NULL when out of memory. */
+static struct pooled_compressor *compressor_get(int level)
 {
-    struct cached_compressor *cc = p;
+    struct pooled_compressor *pc, **link;
 
-    libdeflate_free_compressor(cc->c);
-    free(cc);
-}
-
-static void make_compressor_key(void)
-{
-    if (pthread_key_create(&compressor_key, free_cached_compressor) != 0) {
-        abort();
-    }
-}
-
-static struct libdeflate_compressor *thread_compressor(int level)
-{
-    struct cached_compressor *cc;
-
-    pthread_once(&compressor_once, make_compressor_key);
-    cc = pthread_getspecific(compressor_key);
-    if (cc != NULL && cc->level == level) {
-        return cc->c;
-    }
-    if (cc == NULL) {
-        cc = calloc(1, sizeof(*cc));
-        if (cc == NULL) {
-            return NULL;
+    pthread_mutex_lock(&pool_lock);
+    for (link = &pool; (pc = *link) != NULL; link = &pc->next) {
+        if (pc->level == level) {
+            *link = pc->next;
+            pool_n--;
+            break;
         }
-    } else {
-        libdeflate_free_compressor(cc->c);
     }
-    cc->c = libdeflate_alloc_compressor(level);
-    cc->level = level;
-    if (cc->c == NULL || pthread_setspecific(compressor_key, cc) != 0) {
-        libdeflate_free_compressor(cc->c);
-        free(cc);
-        pthread_setspecific(compressor_key, NULL);
+    pthread_mutex_unlock(&pool_lock);
+    if (pc != NULL) {
+        return pc;
+    }
+    pc = calloc(1, sizeof(*pc));
+    if (pc == NULL) {
         return NULL;
     }
-    return cc->c;
+    pc->c = libdeflate_alloc_compressor(level);
+    pc->level = level;
+    if (pc->c == NULL) {
+        free(pc);
+        return NULL;
+    }
+    return pc;
+}
+
+static void compressor_put(struct pooled_compressor *pc)
+{
+    pthread_mutex_lock(&pool_lock);
+    if (pool_n < POOL_MAX) {
+        pc->next = pool;
+        pool = pc;
+        pool_n++;
+        pc = NULL;
+    }
+    pthread_mutex_unlock(&pool_lock);
+    if (pc != NULL) {
+        libdeflate_free_compressor(pc->c);
+        free(pc);
+    }
 }
 
 /*
@@ -159,21 +170,22 @@ static struct libdeflate_compressor *thread_compressor(int level)
  */
 int fc_gzip(const uint8_t *in, size_t len, int level, struct fc_buf *out, struct fc_error *err)
 {
-    struct libdeflate_compressor *c = thread_compressor(level);
+    struct pooled_compressor *pc = compressor_get(level);
     size_t bound, n;
+    int rc = FC_OK;
 
-    if (c == NULL) {
+    if (pc == NULL) {
         return fc_errorf(err, FC_EIO, "gzip: cannot make a compressor of level %d", level);
     }
-    bound = libdeflate_gzip_compress_bound(c, len);
+    bound = libdeflate_gzip_compress_bound(pc->c, len);
     if (fc_buf_reserve(out, bound) != FC_OK) {
-        return fc_errorf(err, FC_ETOOBIG, "gzip: output exceeds the buffer limit");
+        rc = fc_errorf(err, FC_ETOOBIG, "gzip: output exceeds the buffer limit");
+    } else if ((n = libdeflate_gzip_compress(pc->c, in, len, out->data + out->len, bound)) == 0) {
+        rc = fc_errorf(err, FC_EIO, "gzip: compression failed");
+    } else {
+        out->len += n;
+        out->data[out->len] = '\0';
     }
-    n = libdeflate_gzip_compress(c, in, len, out->data + out->len, bound);
-    if (n == 0) {
-        return fc_errorf(err, FC_EIO, "gzip: compression failed");
-    }
-    out->len += n;
-    out->data[out->len] = '\0';
-    return FC_OK;
+    compressor_put(pc);
+    return rc;
 }

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
+#include <libdeflate.h>
+#include <pthread.h>
 #include <zlib.h>
 #include <zstd.h>
 
@@ -360,6 +362,81 @@ static void test_gunzip(void **state)
  * zstd bodies: frames made here by libzstd itself (the reference encoder)
  * from a known text; what comes back is compared with that text.
  */
+/*
+ * fc_gzip shares its compressors between threads and levels (a pool): every
+ * call must give exactly what a compressor of its own level makes
+ * (libdeflate called here directly is the reference), also while other
+ * threads compress other inputs at other levels at the same time.
+ */
+#define GZ_THREADS 4
+#define GZ_ROUNDS 150
+#define GZ_LEN 20000
+
+struct gz_job {
+    uint8_t in[GZ_LEN];
+    struct fc_buf want[2]; /* level 1, level 6 */
+    int wrong;
+};
+
+static void *gz_worker(void *arg)
+{
+    struct gz_job *j = arg;
+    struct fc_buf out;
+
+    fc_buf_init(&out, 0);
+    for (int i = 0; i < GZ_ROUNDS; i++) {
+        int k = i % 3 == 2; /* mostly level 1, as the exporters; level 6 in between */
+        struct fc_error err = {0};
+        fc_buf_reset(&out);
+        if (fc_gzip(j->in, GZ_LEN, k ? 6 : 1, &out, &err) != FC_OK || out.len != j->want[k].len ||
+            memcmp(out.data, j->want[k].data, out.len) != 0) {
+            j->wrong++;
+        }
+    }
+    fc_buf_release(&out);
+    return NULL;
+}
+
+static void test_gzip_shared_compressors(void **state)
+{
+    static struct gz_job jobs[GZ_THREADS];
+    pthread_t t[GZ_THREADS];
+    const int levels[2] = {1, 6};
+
+    (void)state;
+    for (int n = 0; n < GZ_THREADS; n++) {
+        uint32_t x = 777u + (uint32_t)n;
+        for (size_t i = 0; i < GZ_LEN; i++) {
+            x = x * 1103515245u + 12345u;
+            jobs[n].in[i] = (uint8_t)("abcdefghijklmnop"[(x >> 16) % (4 + 3 * (unsigned)n)]);
+        }
+        for (int k = 0; k < 2; k++) {
+            struct libdeflate_compressor *c = libdeflate_alloc_compressor(levels[k]);
+            size_t bound = libdeflate_gzip_compress_bound(c, GZ_LEN);
+            fc_buf_init(&jobs[n].want[k], 0);
+            assert_int_equal(fc_buf_reserve(&jobs[n].want[k], bound), FC_OK);
+            jobs[n].want[k].len =
+                libdeflate_gzip_compress(c, jobs[n].in, GZ_LEN, jobs[n].want[k].data, bound);
+            assert_true(jobs[n].want[k].len > 0);
+            libdeflate_free_compressor(c);
+        }
+        /* The levels differ on this input: a compressor of the wrong level shows. */
+        assert_true(jobs[n].want[0].len != jobs[n].want[1].len ||
+                    memcmp(jobs[n].want[0].data, jobs[n].want[1].data, jobs[n].want[0].len) != 0);
+    }
+    for (int n = 0; n < GZ_THREADS; n++) {
+        assert_int_equal(pthread_create(&t[n], NULL, gz_worker, &jobs[n]), 0);
+    }
+    for (int n = 0; n < GZ_THREADS; n++) {
+        pthread_join(t[n], NULL);
+    }
+    for (int n = 0; n < GZ_THREADS; n++) {
+        assert_int_equal(jobs[n].wrong, 0);
+        fc_buf_release(&jobs[n].want[0]);
+        fc_buf_release(&jobs[n].want[1]);
+    }
+}
+
 static void test_unzstd(void **state)
 {
     enum { N = 200000 };
@@ -436,6 +513,7 @@ int main(void)
         cmocka_unit_test(test_multipart_parses_sdk_shape),
         cmocka_unit_test(test_json),
         cmocka_unit_test(test_gunzip),
+        cmocka_unit_test(test_gzip_shared_compressors),
         cmocka_unit_test(test_unzstd),
         cmocka_unit_test(test_pyroscope_name),
         cmocka_unit_test(test_pyroscope_time),
