@@ -5,11 +5,13 @@
 #include "core/mem.h"
 #include "core/metrics.h"
 #include "core/timeutil.h"
+#include "core/tls_server.h"
 #include "core/workpool.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <gnutls/gnutls.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <pthread.h>
@@ -45,9 +47,10 @@ struct conn_state {
     int fd;
     struct sockaddr_storage addr;
     socklen_t addr_len;
-    int64_t deadline_ns; /* CLOCK_MONOTONIC */
-    bool in_body;        /* which deadline: headers or body */
-    bool cut;            /* shut down by the sweeper or a cap; counted once */
+    int64_t deadline_ns;      /* CLOCK_MONOTONIC */
+    bool in_body;             /* which deadline: headers or body */
+    bool cut;                 /* shut down by the sweeper or a cap; counted once */
+    struct fc_tls_cred *cred; /* TLS: the credentials its handshake uses (a reference) */
     struct conn_state *prev, *next;
 };
 
@@ -62,6 +65,13 @@ struct fc_http_server {
     pthread_mutex_t conns_lock;
     struct conn_state *conns; /* open connections */
     _Atomic int64_t *cut_header, *cut_body, *cut_client_cap;
+    /* TLS: the block the components on this endpoint agreed on (tls_owner set it first). */
+    struct fc_tls_server_config tls_cfg;
+    char *tls_owner;
+    struct fc_tls_server *tls; /* NULL: plaintext */
+    pthread_mutex_t tls_lock;
+    struct fc_tls_cred *cred;  /* current generation, for new connections */
+    struct fc_tls_pem mhd_pem; /* what MHD was started with (it keeps the pointers) */
     struct fc_http_server *next;
 };
 
@@ -203,7 +213,9 @@ static void server_free(struct fc_http_server *s)
     }
     free(s->routes);
     free(s->endpoint);
+    free(s->tls_owner);
     pthread_mutex_destroy(&s->conns_lock);
+    pthread_mutex_destroy(&s->tls_lock);
     free(s);
 }
 
@@ -258,9 +270,34 @@ struct fc_http_server *fc_http_server_get(struct fc_http_registry *reg, const ch
     s->endpoint = canon;
     s->listen_fd = -1;
     pthread_mutex_init(&s->conns_lock, NULL);
+    pthread_mutex_init(&s->tls_lock, NULL);
     s->next = reg->servers;
     reg->servers = s;
     return s;
+}
+
+int fc_http_server_tls(struct fc_http_server *srv, const struct fc_tls_server_config *tls,
+                       const char *owner, struct fc_error *err)
+{
+    struct fc_tls_server_config off = {0};
+
+    if (tls == NULL) {
+        tls = &off;
+    }
+    if (srv->tls_owner == NULL) {
+        srv->tls_cfg = *tls;
+        srv->tls_owner = fc_xstrdup(owner);
+        return FC_OK;
+    }
+    if (!fc_tls_server_same(&srv->tls_cfg, tls)) {
+        return fc_errorf(err, FC_ECONFIG,
+                         "%s and %s share %s but configure different tls blocks (%s vs %s); "
+                         "give them the same one",
+                         srv->tls_owner, owner, srv->endpoint,
+                         fc_tls_server_on(&srv->tls_cfg) ? srv->tls_cfg.cert_file : "none",
+                         fc_tls_server_on(tls) ? tls->cert_file : "none");
+    }
+    return FC_OK;
 }
 
 int fc_http_route(struct fc_http_server *srv, const char *method, const char *path, size_t max_body,
@@ -443,6 +480,57 @@ static void cut_connection(struct conn_state *c, _Atomic int64_t *counter)
     }
 }
 
+/* ---- TLS credentials ------------------------------------------------------------------------ */
+
+/* The credentials for a new connection: rebuilt first when the files changed (reload). */
+static struct fc_tls_cred *cred_current(struct fc_http_server *s)
+{
+    uint64_t gen = fc_tls_server_refresh(s->tls);
+    struct fc_tls_cred *c;
+
+    pthread_mutex_lock(&s->tls_lock);
+    if (s->cred->generation != gen) {
+        struct fc_tls_pem pem;
+        struct fc_error err = {0};
+        uint64_t got = fc_tls_server_pem(s->tls, &pem);
+        struct fc_tls_cred *n = fc_tls_cred_build(&pem, got, &err);
+        fc_tls_pem_free(&pem);
+        if (n != NULL) {
+            fc_tls_cred_unref(s->cred);
+            s->cred = n;
+            fc_log_info("http", "%s: new certificate in use for new connections", s->endpoint);
+        } else {
+            /* Not retried until the files change again. */
+            s->cred->generation = got;
+            fc_log_warn("http", "%s: reloaded certificate refused (%s); keeping the previous one",
+                        s->endpoint, err.msg);
+        }
+    }
+    c = s->cred;
+    atomic_fetch_add(&c->refs, 1);
+    pthread_mutex_unlock(&s->tls_lock);
+    return c;
+}
+
+/* Gives a new connection's TLS session the listener's current credentials. */
+static void tls_attach(struct fc_http_server *s, struct MHD_Connection *conn, struct conn_state *c)
+{
+    const union MHD_ConnectionInfo *i =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_GNUTLS_SESSION);
+    gnutls_session_t session = i != NULL ? (gnutls_session_t)i->tls_session : NULL;
+
+    if (session == NULL) {
+        cut_connection(c, s->cut_client_cap); /* cannot happen with MHD_USE_TLS */
+        return;
+    }
+    c->cred = cred_current(s);
+    gnutls_credentials_set(session, GNUTLS_CRD_CERTIFICATE,
+                           (gnutls_certificate_credentials_t)c->cred->x);
+    if (s->tls->cfg.client_ca_file != NULL && s->tls->cfg.client_ca_file[0] != '\0') {
+        gnutls_certificate_server_set_request(session, GNUTLS_CERT_REQUIRE);
+    }
+}
+
 static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
                           enum MHD_ConnectionNotificationCode code)
 {
@@ -478,6 +566,9 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
             cut_connection(c, s->cut_client_cap);
         }
         pthread_mutex_unlock(&s->conns_lock);
+        if (s->tls != NULL) {
+            tls_attach(s, conn, c);
+        }
         *socket_context = c;
         return;
     }
@@ -496,6 +587,7 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
         c->next->prev = c->prev;
     }
     pthread_mutex_unlock(&s->conns_lock);
+    fc_tls_cred_unref(c->cred);
     free(c);
     *socket_context = NULL;
 }
@@ -755,7 +847,34 @@ static int start_server(struct fc_http_registry *reg, struct fc_http_server *s,
 {
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC |
                      MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME;
+    struct MHD_OptionItem tls_opts[4] = {{MHD_OPTION_END, 0, NULL}};
+    struct fc_tls_pem *pem = &s->mhd_pem;
 
+    fc_tls_warn_plaintext("http", s->endpoint, fc_tls_server_on(&s->tls_cfg));
+    if (fc_tls_server_on(&s->tls_cfg)) {
+        /* The key and certificate MHD loads are only its defaults: every connection is given
+         * the current generation's credentials as it starts (tls_attach). */
+        s->tls = fc_tls_server_new(&s->tls_cfg, err);
+        if (s->tls == NULL) {
+            return fc_error_wrap(err, "%s", s->endpoint);
+        }
+        fc_tls_server_pem(s->tls, pem);
+        s->cred = fc_tls_cred_build(pem, s->tls->generation, err);
+        if (s->cred == NULL) {
+            fc_tls_pem_free(pem);
+            fc_tls_server_free(s->tls);
+            s->tls = NULL;
+            return fc_error_wrap(err, "%s", s->endpoint);
+        }
+        flags |= MHD_USE_TLS;
+        tls_opts[0] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, pem->key};
+        tls_opts[1] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, pem->cert};
+        tls_opts[2] =
+            (struct MHD_OptionItem){MHD_OPTION_HTTPS_PRIORITIES, 0,
+                                    (void *)(fc_tls_server_min13(&s->tls_cfg)
+                                                 ? "NORMAL:-VERS-ALL:+VERS-TLS1.3"
+                                                 : "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2")};
+    }
     s->listen_fd = fc_listen_socket(s->endpoint, err);
     if (s->listen_fd < 0) {
         return err->code;
@@ -771,7 +890,7 @@ static int start_server(struct fc_http_registry *reg, struct fc_http_server *s,
         (unsigned)((reg->opts.read_timeout_ns + FC_NS_PER_SEC - 1) / FC_NS_PER_SEC),
         MHD_OPTION_CONNECTION_LIMIT, reg->opts.max_connections, MHD_OPTION_NOTIFY_COMPLETED,
         on_completed, s, MHD_OPTION_NOTIFY_CONNECTION, on_connection, s, MHD_OPTION_EXTERNAL_LOGGER,
-        mhd_log, NULL, MHD_OPTION_END);
+        mhd_log, NULL, MHD_OPTION_ARRAY, tls_opts, MHD_OPTION_END);
     if (s->daemon == NULL) {
         close(s->listen_fd);
         s->listen_fd = -1;
@@ -779,7 +898,10 @@ static int start_server(struct fc_http_registry *reg, struct fc_http_server *s,
         s->pool = NULL;
         return fc_errorf(err, FC_EIO, "cannot start the HTTP server on %s", s->endpoint);
     }
-    fc_log_info("http", "listening on %s (%zu routes)", s->endpoint, s->n_routes);
+    fc_log_info("http", "listening on %s (%zu routes%s)", s->endpoint, s->n_routes,
+                s->tls == NULL                         ? ""
+                : s->tls_cfg.client_ca_file[0] != '\0' ? ", TLS with client certificates"
+                                                       : ", TLS");
     return FC_OK;
 }
 
@@ -829,6 +951,11 @@ void fc_http_registry_stop(struct fc_http_registry *reg, int64_t grace_ns)
         }
         fc_workpool_free(s->pool);
         s->pool = NULL;
+        fc_tls_cred_unref(s->cred);
+        s->cred = NULL;
+        fc_tls_server_free(s->tls);
+        s->tls = NULL;
+        fc_tls_pem_free(&s->mhd_pem);
     }
     if (reg->sweeper_running) {
         pthread_mutex_lock(&reg->lock);

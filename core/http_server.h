@@ -82,6 +82,16 @@ struct fc_http_server *fc_http_server_get(struct fc_http_registry *reg, const ch
                                           struct fc_error *err);
 
 /*
+ * The endpoint's `tls` block (NULL = plaintext). Every component serving on
+ * an endpoint calls this before its routes: the first sets it, the others
+ * must configure the same one (same files and settings), else an error
+ * naming both. See core/tls_server.h.
+ */
+struct fc_tls_server_config;
+int fc_http_server_tls(struct fc_http_server *srv, const struct fc_tls_server_config *tls,
+                       const char *owner, struct fc_error *err);
+
+/*
  * Registers a route. path: exact ("/ingest"), or a prefix when it ends in
  * '*' ("/querier.v1.QuerierService/" + "*"). method: "POST", or NULL for any.
  * A path registered twice on one server is a configuration error.

@@ -7,6 +7,7 @@
 #include "core/metrics.h"
 #include "core/registry.h"
 #include "core/timeutil.h"
+#include "core/tls_server.h"
 
 #include <ctype.h>
 #include <stdio.h>
@@ -21,6 +22,7 @@ struct service_config {
         struct {
             const char *endpoint;
             int level; /* 0 = none: no telemetry server */
+            struct fc_tls_server_config tls;
         } metrics;
     } telemetry;
     int64_t shutdown_timeout;
@@ -52,6 +54,8 @@ static const struct fc_field metrics_fields[] = {
      offsetof(struct service_config, telemetry.metrics.level) -
          offsetof(struct service_config, telemetry.metrics),
      "`none` turns the telemetry server off", .choices = "none|basic|normal|detailed"},
+    FC_TLS_SERVER_FIELD(offsetof(struct service_config, telemetry.metrics.tls) -
+                        offsetof(struct service_config, telemetry.metrics)),
     {NULL},
 };
 
@@ -128,6 +132,12 @@ static void check_http_settings(const struct service_config *cfg, const struct f
     if (cfg->http.read_timeout <= 0 || cfg->http.header_timeout <= 0 ||
         cfg->http.body_timeout <= 0) {
         fc_diag_error(diag, at, "service.http timeouts must be positive");
+    }
+    if (cfg->telemetry.metrics.level != 0) {
+        struct fc_error err = {0};
+        if (fc_tls_server_check(&cfg->telemetry.metrics.tls, &err) != FC_OK) {
+            fc_diag_error(diag, service, "service.telemetry.metrics.%s", err.msg);
+        }
     }
 }
 
@@ -829,6 +839,11 @@ static int register_telemetry(struct fc_service *svc, struct fc_error *err)
     srv = fc_http_server_get(svc->http, svc->cfg.telemetry.metrics.endpoint, err);
     if (srv == NULL) {
         return fc_error_wrap(err, "service.telemetry.metrics.endpoint");
+    }
+    if (fc_tls_server_check(&svc->cfg.telemetry.metrics.tls, err) != FC_OK ||
+        fc_http_server_tls(srv, &svc->cfg.telemetry.metrics.tls, "service.telemetry.metrics",
+                           err) != FC_OK) {
+        return fc_error_wrap(err, "service.telemetry.metrics");
     }
     if (fc_http_route(srv, "GET", "/metrics", 0, on_metrics, svc, "service", err) != FC_OK ||
         fc_http_route(srv, "GET", "/healthz", 0, on_healthz, svc, "service", err) != FC_OK ||

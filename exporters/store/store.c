@@ -28,6 +28,7 @@
 static const struct fc_field query_fields[] = {
     {"endpoint", FC_FIELD_STR, "127.0.0.1:4040", OFF(query.endpoint) - OFF(query),
      "host:port of the query API (shared with the pprof receiver when both name it)"},
+    FC_TLS_SERVER_FIELD(OFF(query.tls) - OFF(query)),
     {"max_query_length", FC_FIELD_DURATION, "31d", OFF(query.max_query_length) - OFF(query),
      "longest from..until a query may span (0 = no limit)"},
     {"max_nodes", FC_FIELD_INT, "8192", OFF(query.max_nodes) - OFF(query),
@@ -71,6 +72,9 @@ static int store_create(struct fc_exporter *self, struct fc_error *err)
     }
     if (cfg->query.max_nodes < 1 || cfg->query.max_nodes > 1048576) {
         return fc_errorf(err, FC_ECONFIG, "query.max_nodes must be between 1 and 1048576");
+    }
+    if (fc_tls_server_check(&cfg->query.tls, err) != FC_OK) {
+        return fc_error_wrap(err, "query");
     }
     x = fc_xcalloc(1, sizeof(*x));
     x->self = self;
@@ -323,7 +327,8 @@ static int store_start(struct fc_exporter *self, struct fc_host *host, struct fc
         return err->code;
     }
     srv = fc_http_server_get(host->http, x->cfg->query.endpoint, err);
-    if (srv == NULL || store_query_routes(x, srv, err) != FC_OK ||
+    if (srv == NULL || fc_http_server_tls(srv, &x->cfg->query.tls, x->self->id, err) != FC_OK ||
+        store_query_routes(x, srv, err) != FC_OK ||
         store_ui_routes(srv, x->self->id, err) != FC_OK) {
         return fc_error_wrap(err, "query");
     }

@@ -6,6 +6,7 @@
 #include "core/http_server.h"
 #include "core/log.h"
 #include "core/mem.h"
+#include "core/tls_server.h"
 #include "storage/store.h"
 
 #include <pthread.h>
@@ -21,6 +22,7 @@ struct store_config {
     int sync; /* enum fc_store_sync, in the order of the schema's choices */
     struct {
         const char *endpoint;
+        struct fc_tls_server_config tls;
         int64_t max_query_length;
         int64_t max_nodes;
     } query;

@@ -20,6 +20,7 @@
 static const struct fc_field grpc_fields[] = {
     {"endpoint", FC_FIELD_STR, "127.0.0.1:4317", OFF(protocols.grpc.endpoint) - OFF(protocols.grpc),
      "host:port of the gRPC listener"},
+    FC_TLS_SERVER_FIELD(OFF(protocols.grpc.tls) - OFF(protocols.grpc)),
     {"max_recv_msg_size", FC_FIELD_SIZE, "16MiB",
      OFF(protocols.grpc.max_recv_msg_size) - OFF(protocols.grpc),
      "larger messages get RESOURCE_EXHAUSTED"},
@@ -35,6 +36,7 @@ static const struct fc_field grpc_fields[] = {
 static const struct fc_field http_fields[] = {
     {"endpoint", FC_FIELD_STR, "127.0.0.1:4318", OFF(protocols.http.endpoint) - OFF(protocols.http),
      "host:port of the HTTP listener (shared with components naming the same one)"},
+    FC_TLS_SERVER_FIELD(OFF(protocols.http.tls) - OFF(protocols.http)),
     {"max_request_body_size", FC_FIELD_SIZE, "16MiB",
      OFF(protocols.http.max_request_body_size) - OFF(protocols.http), "larger bodies get 413"},
     {NULL},
@@ -94,6 +96,21 @@ static int otlp_create(struct fc_receiver *self, struct fc_error *err)
     }
     if (fc_input_limits_validate(&cfg->limits, err) != FC_OK) {
         return err->code;
+    }
+    if (cfg->protocols.grpc.enabled &&
+        fc_tls_server_check(&cfg->protocols.grpc.tls, err) != FC_OK) {
+        return fc_error_wrap(err, "protocols.grpc");
+    }
+    if (cfg->protocols.grpc.enabled && fc_tls_server_on(&cfg->protocols.grpc.tls) &&
+        fc_tls_server_min13(&cfg->protocols.grpc.tls)) {
+        /* gRPC core 1.51's C API has no minimum version for its SSL server credentials. */
+        return fc_errorf(err, FC_ECONFIG,
+                         "protocols.grpc.tls.min_version: 1.3 cannot be enforced with this gRPC "
+                         "(1.51: its server accepts TLS 1.2 and 1.3); use 1.2");
+    }
+    if (cfg->protocols.http.enabled &&
+        fc_tls_server_check(&cfg->protocols.http.tls, err) != FC_OK) {
+        return fc_error_wrap(err, "protocols.http");
     }
     r = fc_xcalloc(1, sizeof(*r));
     r->self = self;

@@ -4,6 +4,7 @@
 
 #include "core/component.h"
 #include "core/limits.h"
+#include "core/tls_server.h"
 #include "formats/otlp.h"
 
 #include <stdatomic.h>
@@ -15,6 +16,7 @@ struct otlp_config {
         struct {
             bool enabled; /* first: FC_FIELD_PRESENCE */
             const char *endpoint;
+            struct fc_tls_server_config tls;
             int64_t max_recv_msg_size;
             int64_t threads;
             int64_t max_in_flight;
@@ -22,6 +24,7 @@ struct otlp_config {
         struct {
             bool enabled;
             const char *endpoint;
+            struct fc_tls_server_config tls;
             int64_t max_request_body_size;
         } http;
     } protocols;

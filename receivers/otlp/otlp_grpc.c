@@ -12,6 +12,12 @@
  * connections. Message decompression is ours (per-message decompression is
  * off in gRPC core), so max_decompressed_size bounds it as on HTTP: a gzip
  * bomb is refused after inflating at most that much.
+ *
+ * TLS (protocols.grpc.tls) is gRPC core's SSL server credentials with a
+ * certificate-config fetcher: gRPC asks it at each new connection, and it
+ * answers with the files' new contents once core/tls_server.c has seen them
+ * change (reload_interval). client_ca_file requires and verifies client
+ * certificates. gRPC 1.51 has no minimum-version knob: it serves 1.2 and 1.3.
  */
 #include "receivers/otlp/otlp.h"
 
@@ -20,6 +26,7 @@
 #include "core/mem.h"
 #include "core/metrics.h"
 #include "core/timeutil.h"
+#include "core/tls_server.h"
 #include "core/workpool.h"
 #include "formats/gzip.h"
 
@@ -76,7 +83,53 @@ struct otlp_grpc {
     pthread_mutex_t lock;
     pthread_cond_t cond;
     bool shutdown_done;
+    struct fc_tls_server *tls;       /* NULL: plaintext */
+    _Atomic uint64_t tls_generation; /* what gRPC was last given */
 };
+
+/* gRPC's certificate-config fetcher: new certificates once the files changed. */
+static grpc_ssl_certificate_config_reload_status
+fetch_certificates(void *user, grpc_ssl_server_certificate_config **config)
+{
+    struct otlp_grpc *g = user;
+    struct fc_tls_pem pem;
+    grpc_ssl_pem_key_cert_pair pair;
+    uint64_t gen = fc_tls_server_refresh(g->tls);
+
+    if (gen == atomic_load(&g->tls_generation)) {
+        return GRPC_SSL_CERTIFICATE_CONFIG_RELOAD_UNCHANGED;
+    }
+    gen = fc_tls_server_pem(g->tls, &pem);
+    pair.private_key = pem.key;
+    pair.cert_chain = pem.cert;
+    /* gRPC copies the strings. gRPC 1.51 asserts that a fetched config has root certificates
+     * even when it requests none from clients: the chain itself stands in, unused. */
+    *config = grpc_ssl_server_certificate_config_create(pem.client_ca ? pem.client_ca : pem.cert,
+                                                        &pair, 1);
+    fc_tls_pem_free(&pem);
+    atomic_store(&g->tls_generation, gen);
+    return GRPC_SSL_CERTIFICATE_CONFIG_RELOAD_NEW;
+}
+
+static grpc_server_credentials *server_credentials(struct otlp_grpc *g,
+                                                   const struct fc_tls_server_config *cfg,
+                                                   struct fc_error *err)
+{
+    grpc_ssl_server_credentials_options *opts;
+
+    if (!fc_tls_server_on(cfg)) {
+        return grpc_insecure_server_credentials_create();
+    }
+    g->tls = fc_tls_server_new(cfg, err);
+    if (g->tls == NULL) {
+        return NULL;
+    }
+    opts = grpc_ssl_server_credentials_create_options_using_config_fetcher(
+        cfg->client_ca_file[0] != '\0' ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
+                                       : GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE,
+        fetch_certificates, g);
+    return grpc_ssl_server_credentials_create_with_options(opts);
+}
 
 static void request_call(struct slot *s)
 {
@@ -385,6 +438,8 @@ int otlp_grpc_start(struct otlp_receiver *r, struct fc_error *err)
         return fc_errorf(err, probe_err.code, "protocols.grpc: %s", probe_err.msg);
     }
     close(probe);
+    fc_tls_warn_plaintext(r->self->id, r->cfg->protocols.grpc.endpoint,
+                          fc_tls_server_on(&r->cfg->protocols.grpc.tls));
     grpc_init();
     g->r = r;
     pthread_mutex_init(&g->lock, NULL);
@@ -420,14 +475,20 @@ int otlp_grpc_start(struct otlp_receiver *r, struct fc_error *err)
         free(addr);
         addr = full;
     }
-    creds = grpc_insecure_server_credentials_create();
-    port = grpc_server_add_http2_port(g->server, addr, creds);
-    grpc_server_credentials_release(creds);
+    creds = server_credentials(g, &r->cfg->protocols.grpc.tls, err);
+    port = creds != NULL ? grpc_server_add_http2_port(g->server, addr, creds) : 0;
+    if (creds != NULL) {
+        grpc_server_credentials_release(creds);
+    }
     if (port == 0) {
-        fc_errorf(err, FC_EIO,
-                  "protocols.grpc: cannot listen on %s (address in use or not "
-                  "available on this host)",
-                  addr);
+        if (creds != NULL) {
+            fc_errorf(err, FC_EIO,
+                      "protocols.grpc: cannot listen on %s (address in use or not "
+                      "available on this host%s)",
+                      addr, g->tls != NULL ? ", or tls certificates gRPC refused" : "");
+        } else {
+            fc_error_wrap(err, "protocols.grpc");
+        }
         free(addr);
         grpc_server_destroy(g->server);
         grpc_completion_queue_shutdown(g->cq);
@@ -437,6 +498,7 @@ int otlp_grpc_start(struct otlp_receiver *r, struct fc_error *err)
         grpc_completion_queue_destroy(g->cq);
         pthread_mutex_destroy(&g->lock);
         pthread_cond_destroy(&g->cond);
+        fc_tls_server_free(g->tls);
         free(g);
         grpc_shutdown();
         return err->code;
@@ -458,7 +520,11 @@ int otlp_grpc_start(struct otlp_receiver *r, struct fc_error *err)
     for (int64_t i = 0; i < r->cfg->protocols.grpc.threads && i < MAX_THREADS; i++) {
         pthread_create(&g->threads[g->n_threads++], NULL, poll_thread, g);
     }
-    fc_log_info(r->self->id, "grpc listening on %s", addr);
+    fc_log_info(r->self->id, "grpc listening on %s%s", addr,
+                g->tls == NULL ? ""
+                : r->cfg->protocols.grpc.tls.client_ca_file[0] != '\0'
+                    ? " (TLS with client certificates)"
+                    : " (TLS)");
     free(addr);
     r->grpc = g;
     return FC_OK;
@@ -517,7 +583,8 @@ void otlp_grpc_stop(struct otlp_receiver *r)
     }
     grpc_server_destroy(g->server);
     grpc_completion_queue_destroy(g->cq);
-    fc_workpool_free(g->pool); /* the polling threads' last finish() released their slots */
+    fc_workpool_free(g->pool);  /* the polling threads' last finish() released their slots */
+    fc_tls_server_free(g->tls); /* no connection can start any more: the fetcher is done */
     pthread_mutex_destroy(&g->lock);
     pthread_cond_destroy(&g->cond);
     free(g->slots);

@@ -129,7 +129,7 @@ int otlp_http_start(struct otlp_receiver *r, struct fc_host *host, struct fc_err
     struct fc_http_server *srv =
         fc_http_server_get(host->http, r->cfg->protocols.http.endpoint, err);
 
-    if (srv == NULL) {
+    if (srv == NULL || fc_http_server_tls(srv, &r->cfg->protocols.http.tls, r->self->id, err)) {
         return fc_error_wrap(err, "protocols.http");
     }
     return fc_http_route(srv, "POST", "/v1development/profiles",

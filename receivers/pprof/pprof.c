@@ -35,6 +35,7 @@ static const struct fc_field auth_fields[] = {
 static const struct fc_field pprof_fields[] = {
     {"endpoint", FC_FIELD_STR, "127.0.0.1:4040", offsetof(struct pprof_config, endpoint),
      "host:port to listen on (shared with other components naming the same endpoint)"},
+    FC_TLS_SERVER_FIELD(offsetof(struct pprof_config, tls)),
     {"max_request_body_size", FC_FIELD_SIZE, "16MiB",
      offsetof(struct pprof_config, max_request_body_size), "larger request bodies get 413"},
     {"max_decompressed_size", FC_FIELD_SIZE, "128MiB",
@@ -90,6 +91,9 @@ static int pprof_create(struct fc_receiver *self, struct fc_error *err)
     if (fc_input_limits_validate(&cfg->limits, err) != FC_OK) {
         return err->code;
     }
+    if (fc_tls_server_check(&cfg->tls, err) != FC_OK) {
+        return err->code;
+    }
     if (cfg->auth.bearer_token[0] != '\0' && cfg->auth.basic.username[0] != '\0') {
         return fc_errorf(err, FC_ECONFIG, "auth: set bearer_token or basic, not both");
     }
@@ -115,7 +119,7 @@ static int pprof_start(struct fc_receiver *self, struct fc_host *host, struct fc
     struct fc_http_server *srv = fc_http_server_get(host->http, r->cfg->endpoint, err);
     size_t max = (size_t)r->cfg->max_request_body_size;
 
-    if (srv == NULL) {
+    if (srv == NULL || fc_http_server_tls(srv, &r->cfg->tls, self->id, err) != FC_OK) {
         return err->code;
     }
     if (fc_http_route(srv, "POST", "/ingest", max, pprof_handle_ingest, r, self->id, err) ||

@@ -6,6 +6,7 @@
 #include "core/http_server.h"
 #include "core/log.h"
 #include "core/limits.h"
+#include "core/tls_server.h"
 #include "core/metrics.h"
 #include "formats/pprof.h"
 
@@ -13,6 +14,7 @@
 
 struct pprof_config {
     const char *endpoint;
+    struct fc_tls_server_config tls;
     int64_t max_request_body_size;
     int64_t max_decompressed_size;
     struct fc_input_limits limits; /* the caps every receiver shares (core/limits.h) */
