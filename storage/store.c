@@ -187,6 +187,13 @@ int fc_store_open(const struct fc_store_options *o, struct fc_store **out, struc
         }
         atomic_store(&s->coarse_before, before);
     }
+    {
+        /* Windows left dirty by a crash: rebuilt by the first flush, not the first write. */
+        MDB_stat st;
+        if (mdb_stat(txn, s->db[DB_DIRTY], &st) == 0 && st.ms_entries > 0) {
+            atomic_store(&s->dirty, true);
+        }
+    }
     if ((rc = mdb_txn_commit(txn)) != 0) {
         fc_store_lmdb_error(err, rc, "open");
         fc_store_close(s);
