@@ -17,6 +17,12 @@
     trace_id: '', span_id: '', /* span profiles: only the samples of these (comma-separated hex ids) */
     diff: '', bfilter: '', bfrom: '', buntil: '', /* diff: the baseline beside the selection */
     maxNodes: '', /* empty: the server's query.max_nodes */
+    fn: '', /* the function-details panel's function (view_function.js) */
+    /* '' the explore view; 'overview' or 'service' (view_overview.js), 'labels' (view_labels.js),
+       'compare' (the diff view with both sides' graphs, view_compare.js) */
+    page: '',
+    lsort: '', /* the labels page's order: '' by total, 'max' */
+    lpick: '', /* the labels page's value picked as a comparison's baseline: name=value */
   };
   let data = null; /* {fb, levels, units, table} of the current answer */
   let rects = []; /* what the main canvas shows, for hit tests */
@@ -45,15 +51,25 @@
     }
   }
   function writeUrl() {
+    history.replaceState(null, '', urlOf(state));
+    for (const a of document.querySelectorAll('#pages a')) {
+      const page = a.dataset.page;
+      const diff = page === 'compare' ? '1' : state.page === 'compare' ? '' : state.diff;
+      a.href = urlOf(Object.assign({}, state, { page, diff, focus: null, fn: '' }));
+      a.classList.toggle('on', a.dataset.page === (state.page === 'service' ? 'overview' : state.page));
+    }
+  }
+  /* The link to a state. */
+  function urlOf(st) {
     const p = new URLSearchParams();
-    for (const [k, v] of Object.entries(state)) {
+    for (const [k, v] of Object.entries(st)) {
       if (k === 'focus') {
         if (v) p.set('focus', v.level + ':' + v.index);
       } else if (v) {
         p.set(k, v);
       }
     }
-    history.replaceState(null, '', '?' + p.toString());
+    return '?' + p.toString();
   }
 
   async function connect(method, body) {
@@ -178,8 +194,33 @@
     return now - (m[1] ? +m[1] * { s: 1, m: 60, h: 3600, d: 86400 }[m[2]] : 0);
   }
 
+  /* ---- the overview pages (ui/view_overview.js) ---- */
+  let pageTiles = null; /* what the page drew, for the browser test */
+  async function showPage() {
+    pageTiles = null;
+    $('status').textContent = 'loading…';
+    $('status').className = '';
+    try {
+      const view = state.page === 'labels' ? LabelsView : OverviewView;
+      pageTiles = await view.show({
+        state, connect, range: rangeParams, secs: toSecs, drawSeries,
+        href: (changes) => urlOf(Object.assign({}, state, { focus: null, fn: '', search: '', sandwich: '' }, changes)),
+      });
+      $('status').textContent = '';
+    } catch (e) {
+      $('status').textContent = String(e.message || e);
+      $('status').className = 'error';
+    }
+  }
+
   async function load() {
     writeUrl();
+    document.body.classList.toggle('paged', !!state.page && state.page !== 'compare');
+    document.body.classList.toggle('compare-page', state.page === 'compare');
+    document.body.classList.toggle('all-services', state.page === 'overview');
+    document.body.classList.toggle('labels-page', state.page === 'labels');
+    if (state.page && state.page !== 'compare') return showPage();
+    if (state.page !== 'compare') CompareView.hide();
     $('status').textContent = 'loading…';
     $('status').className = '';
     const empty = !state.service || !state.type;
@@ -214,6 +255,9 @@
         const [rt, lt] = await Promise.all([timelineOf(query(), win), timelineOf(baseQuery(), win)]);
         data.doc.timeline = rt;
         data.btimeline = lt;
+        if (state.page === 'compare') {
+          await CompareView.show({ sides: () => [Object.assign({ query: baseQuery() }, baseRange()), Object.assign({ query: query() }, rangeParams())] });
+        }
       } else {
         const levels = Flame.decode(doc.flamebearer);
         data = { doc, levels, units: doc.metadata.units, table: Flame.table(levels) };
@@ -232,12 +276,25 @@
       drawGroups();
       drawAll();
       if (!state.diff) loadFindings(); else $('findings').innerHTML = '';
+      showFunction();
       $('status').textContent = Flame.formatValue(doc.flamebearer.numTicks, data.units) + ' total, ' +
         nodesMerged + ' windows merged';
     } catch (e) {
       $('status').textContent = String(e.message || e);
       $('status').className = 'error';
     }
+  }
+  /* ---- function details (ui/view_function.js) ---- */
+  const fnCtx = {
+    url: (name) => 'api/v1/function?' + new URLSearchParams(Object.assign({ query: query(), name }, rangeParams())).toString(),
+    units: () => (data ? data.units : ''),
+    pick: (name) => { state.fn = name; writeUrl(); showFunction(); },
+    close: () => { state.fn = ''; writeUrl(); FunctionView.hide(); },
+  };
+  let fnShown = null; /* the answer the panel shows, for the browser test */
+  async function showFunction() {
+    if (!state.fn) { FunctionView.hide(); fnShown = null; return; }
+    fnShown = await FunctionView.show(fnCtx, state.fn);
   }
   /* The timeline of a query over a range (a one-node render). */
   async function timelineOf(q, range) {
@@ -554,6 +611,8 @@
       } else if (act === 'sandwich' && !data.diff) {
         state.sandwich = r.block.name;
         state.focus = null;
+      } else if (act === 'details') {
+        fnCtx.pick(r.block.name);
       } else if (act === 'copy' && navigator.clipboard) {
         navigator.clipboard.writeText(r.block.name);
       }
@@ -609,6 +668,11 @@
         const td = document.createElement('td');
         td.textContent = text;
         td.className = i === 0 ? 'name' : 'num';
+        if (i === 0) {
+          td.title = r.name + ' (click: function details)';
+          td.style.cursor = 'pointer';
+          td.onclick = () => fnCtx.pick(r.name);
+        }
         if (i === 3) td.style.background = diffColour(c.kind, c.change);
         tr.appendChild(td);
       });
@@ -655,7 +719,11 @@
       const w = document.createElement('button');
       w.textContent = 'sandwich';
       w.onclick = () => { state.sandwich = r.name; state.focus = null; drawAll(); };
-      act.append(s, w);
+      const d = document.createElement('button');
+      d.textContent = 'info';
+      d.title = 'details: per line, callers, callees';
+      d.onclick = () => fnCtx.pick(r.name);
+      act.append(s, w, d);
       tr.appendChild(act);
       body.appendChild(tr);
     }
@@ -806,6 +874,7 @@
     };
     $('diff').onchange = () => {
       state.diff = $('diff').checked ? '1' : '';
+      if (!state.diff && state.page === 'compare') state.page = '';
       state.focus = null;
       diffWin = null;
       if (state.diff && !state.bfrom && !state.buntil) previousPeriod();
@@ -830,6 +899,7 @@
     });
     document.addEventListener('keydown', (e) => {
       if (e.key === 'Escape') {
+        if ($('menu').hidden && state.fn) fnCtx.close();
         $('menu').hidden = true;
         $('tooltip').hidden = true;
       } else if (e.key === '/' && !/^(INPUT|SELECT|TEXTAREA)$/.test(document.activeElement.tagName)) {
@@ -843,7 +913,7 @@
     $('callers').addEventListener('mousemove', tooltip);
     $('callers').addEventListener('mouseleave', () => { $('tooltip').hidden = true; });
     canvas.addEventListener('click', menu);
-    window.addEventListener('resize', () => { drawTimeline(); drawFlame(); });
+    window.addEventListener('resize', () => { if (!state.page) { drawTimeline(); drawFlame(); } });
     timelineDrag($('timeline'), () => data && data.doc.timeline, (from, until) => {
       diffWin = null;
       state.range = 'custom';
@@ -876,10 +946,17 @@
       const sum = (t) => (t ? t.samples.reduce((a, b) => a + b, 0) : null);
       return { selection: sum(data && data.doc.timeline), baseline: sum(data && data.btimeline) };
     },
+    sides: () => CompareView.drawn(), /* the compare page's two graphs: {a, b} */
+    tiles: () => pageTiles, /* the page's answer: overview tiles [{service, type, total, points}], labels [{label, values}] */
+    fn: () => (state.fn && fnShown && fnShown.function === state.fn ? fnShown : null), /* the details panel's answer */
     nodes: () => (data ? data.levels.reduce((n, lv) => n + lv.length, 0) : 0), /* in the answer */
   };
 
   readUrl();
+  if (state.page === 'compare') {
+    state.diff = '1';
+    if (!state.bfrom && !state.buntil) previousPeriod();
+  }
   syncControls();
   wire();
   loadPickers().then(load, (e) => { $('status').textContent = String(e.message || e); $('status').className = 'error'; });

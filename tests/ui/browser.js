@@ -15,6 +15,7 @@ const fs = require('node:fs');
 const path = require('node:path');
 const zlib = require('node:zlib');
 const { startCollector } = require('./collector.js');
+const { views } = require('./views.js');
 
 const BIN = process.env.FLAMECOL_BIN || 'build/flamecol';
 const CORPUS = process.env.FLAMECOL_CORPUS || 'tests/corpus';
@@ -688,6 +689,9 @@ async function main() {
       document.querySelector('#top tbody tr td').textContent === 'main');
     assert.deepEqual(await tableRows(sp), [['main', '7', '15'], ['b', '5', '5'], ['a', '3', '3']]);
     await sp.close();
+
+    // The views of part 2 (tests/ui/views.js).
+    await views({ newPage, base, corpus: CORPUS, artifacts: ARTIFACTS, range, ns, handUrl, push, T0, t1, t2, spansvc: true, bin: BIN });
 
     // An empty store shows its hint where it is seen.
     const emptyCollector = await startCollector(BIN);
