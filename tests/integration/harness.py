@@ -16,6 +16,17 @@ import urllib.error
 import urllib.request
 
 BIN = os.environ.get("FLAMECOL_BIN", "build/flamecol")
+
+# scripts/mutations sets FLAMECOL_FAILFAST: a planted bug is caught at the first failing
+# test case, so the rest of the file need not run.
+if os.environ.get("FLAMECOL_FAILFAST"):
+    _main = unittest.main
+
+    def _failfast_main(*args, **kwargs):
+        kwargs.setdefault("failfast", True)
+        return _main(*args, **kwargs)
+
+    unittest.main = _failfast_main
 CORPUS = os.environ.get("FLAMECOL_CORPUS", os.path.join("..", "shared", "corpus"))
 
 
