@@ -44,6 +44,7 @@ struct acc {
     int64_t deadline; /* CLOCK_MONOTONIC ns: closes then */
     int64_t retry_at; /* CLOCK_MONOTONIC ns: next attempt once due */
     int attempts;
+    bool alone;             /* sent in a batch of its own (its batch was refused for good) */
     struct fc_batch *batch; /* one profile */
     uint64_t samples_in;
     struct rec **recs;
@@ -228,6 +229,7 @@ static struct acc *new_acc(struct fc_dswin *w, const char *tenant, char *key, si
     }
     a->deadline = fc_now_mono_ns() + wait + w->o.window_ns / 4;
     w->n_windows++;
+    w->bytes += arena_bytes(a); /* the new batch's own arena, taken off when it is freed */
     return a;
 }
 
@@ -341,13 +343,16 @@ static int ingest(struct fc_dswin *w, const struct fc_batch *b, struct rec *r, s
 
 /*
  * Sends the windows of the list g (off every other list, one tenant) downstream as one batch;
- * called with the lock held, drops it meanwhile. Retryable refusals keep them all.
+ * called with the lock held, drops it meanwhile. Retryable refusals keep them all; a permanent
+ * refusal of several windows sends each again alone (one bad window, or a batch too large for
+ * the peer, must not take the others with it), of one window drops it.
  */
 static void send_group(struct fc_dswin *w, struct acc *g)
 {
     struct fc_batch *out = NULL;
     struct fc_error err = {0};
     int rc = FC_OK;
+    bool several = g->chain != NULL;
 
     pthread_mutex_unlock(&w->lock);
     if (g->chain == NULL) {
@@ -379,6 +384,11 @@ static void send_group(struct fc_dswin *w, struct acc *g)
             fc_metric_add(w->retries, 1);
             push_due(w, a);
             continue;
+        } else if (several) {
+            a->alone = true;
+            a->retry_at = 0;
+            push_due(w, a);
+            continue;
         } else {
             fc_metric_add(w->self->dropped_samples, (int64_t)a->samples_in);
             fc_log(FC_LOG_ERROR, "processor/downsample",
@@ -389,6 +399,11 @@ static void send_group(struct fc_dswin *w, struct acc *g)
         w->bytes -= arena_bytes(a);
         w->n_windows--;
         free_acc(a);
+    }
+    if (rc != FC_OK && !fc_err_retryable(rc) && several) {
+        fc_log(FC_LOG_WARN, "processor/downsample",
+               "%s: a batch of windows was refused for good, sending each alone: %s", w->self->id,
+               err.msg);
     }
     if (fc_err_retryable(rc)) {
         fc_log_limited(&w->log_refused, 10000000000LL, FC_LOG_WARN, "processor/downsample",
@@ -431,7 +446,8 @@ static struct acc *take_due(struct fc_dswin *w, int64_t now, int64_t *next)
                 *next = a->retry_at;
             }
         } else if (n < MAX_GROUP && bytes < MAX_GROUP_BYTES &&
-                   (head == NULL || strcmp(head->batch->tenant, a->batch->tenant) == 0)) {
+                   (head == NULL || (!head->alone && !a->alone &&
+                                     strcmp(head->batch->tenant, a->batch->tenant) == 0))) {
             if (prev != NULL) {
                 prev->chain = following;
             } else {
@@ -525,42 +541,59 @@ static void *emitter(void *arg)
 
 /* ---- storage ------------------------------------------------------------------------------ */
 
-static int persist_batch(struct fc_dswin *w, const struct fc_batch *b, struct rec **out,
-                         struct fc_error *err)
+/*
+ * Encodes the n batches and appends them as n records (one fsync); out[i] is the record of
+ * bs[i], holding it once (the request's own hold, released once it is in the windows).
+ */
+static int persist_batches(struct fc_dswin *w, struct fc_batch *const *bs, uint32_t n,
+                           struct rec **out, struct fc_error *err)
 {
-    struct fc_buf body;
-    struct fc_send_item *it;
-    struct rec *r;
-    int rc;
+    struct fc_send_item **items = fc_xcalloc(n, sizeof(*items));
+    int rc = FC_OK;
 
-    *out = NULL;
-    fc_buf_init(&body, 0);
-    rc = fc_otlp_encode(b, &body, err);
-    if (rc != FC_OK) {
+    for (uint32_t i = 0; i < n; i++) {
+        out[i] = NULL;
+    }
+    for (uint32_t i = 0; i < n && rc == FC_OK; i++) {
+        struct fc_buf body;
+        fc_buf_init(&body, 0);
+        rc = fc_otlp_encode(bs[i], &body, err);
+        if (rc == FC_OK) {
+            items[i] = fc_send_item_new(bs[i]->tenant, "", body.len);
+            if (body.len > 0) {
+                memcpy(items[i]->body, body.data, body.len);
+            }
+            items[i]->samples = fc_batch_sample_count(bs[i]);
+            items[i]->profiles = bs[i]->n_profiles;
+        }
         fc_buf_release(&body);
-        return rc;
     }
-    it = fc_send_item_new(b->tenant, "", body.len);
-    if (body.len > 0) {
-        memcpy(it->body, body.data, body.len);
+    if (rc == FC_OK) {
+        pthread_mutex_lock(&w->plock);
+        rc = fc_persist_append(w->persist, items, n, err);
+        for (uint32_t i = 0; i < n && rc == FC_OK; i++) {
+            out[i] = fc_xcalloc(1, sizeof(*out[i]));
+            out[i]->pending = 1;
+            if (!fc_persist_take(w->persist, &out[i]->ref)) {
+                rc = fc_errorf(err, FC_EIO,
+                               "downsample storage: the record just written is missing");
+            }
+        }
+        pthread_mutex_unlock(&w->plock);
     }
-    fc_buf_release(&body);
-    it->samples = fc_batch_sample_count(b);
-    it->profiles = b->n_profiles;
-    r = fc_xcalloc(1, sizeof(*r));
-    pthread_mutex_lock(&w->plock);
-    rc = fc_persist_append(w->persist, &it, 1, err);
-    if (rc == FC_OK && !fc_persist_take(w->persist, &r->ref)) {
-        rc = fc_errorf(err, FC_EIO, "downsample storage: the record just written is missing");
+    for (uint32_t i = 0; i < n; i++) {
+        if (items[i] != NULL) {
+            fc_send_item_free(items[i]);
+        }
     }
-    pthread_mutex_unlock(&w->plock);
-    fc_send_item_free(it);
+    free(items);
     if (rc != FC_OK) {
-        free(r);
+        for (uint32_t i = 0; i < n; i++) {
+            free(out[i]);
+            out[i] = NULL;
+        }
         return rc == FC_EIO ? fc_errorf(err, FC_EUNAVAIL, "downsample storage: %s", err->msg) : rc;
     }
-    r->pending = 1; /* the request's own hold, released once it is in the windows */
-    *out = r;
     return FC_OK;
 }
 
@@ -678,6 +711,70 @@ static int ingest_request(struct fc_dswin *w, const struct fc_batch *b, struct r
 
 /* ---- lifecycle ---------------------------------------------------------------------------- */
 
+/*
+ * With storage, a request of several profiles: each profile (compacted, as ingest_request
+ * does) is a record of its own, so a record is held by its series' window only. A record of
+ * the whole request would be replayed whole while one of its windows is unsent, and the
+ * windows already accepted downstream would be delivered again.
+ */
+static int add_split(struct fc_dswin *w, const struct fc_batch *b, struct fc_error *err)
+{
+    uint32_t n = 0, cap = b->n_profiles;
+    struct fc_batch **parts = fc_xcalloc(cap, sizeof(*parts));
+    struct rec **recs;
+    int rc = FC_OK;
+
+    for (uint32_t i = 0; i < b->n_profiles && rc == FC_OK; i++) {
+        struct fc_batch *c;
+        rc = compact_one(b, i, &c, err);
+        if (rc != FC_OK) {
+            break;
+        }
+        if (c->n_profiles <= 1) {
+            if (n == cap) {
+                cap *= 2;
+                parts = fc_xrealloc(parts, cap * sizeof(*parts));
+            }
+            parts[n++] = c;
+            continue;
+        }
+        /* A pprof profile of several sample types came back as one OTLP profile per type:
+         * one series (and window) each, so one record each too. */
+        for (uint32_t j = 0; j < c->n_profiles && rc == FC_OK; j++) {
+            if (n == cap) {
+                cap *= 2;
+                parts = fc_xrealloc(parts, cap * sizeof(*parts));
+            }
+            rc = compact_one(c, j, &parts[n], err);
+            n += rc == FC_OK;
+        }
+        fc_batch_unref(c);
+    }
+    recs = fc_xcalloc(n > 0 ? n : 1, sizeof(*recs));
+    if (rc == FC_OK) {
+        rc = persist_batches(w, parts, n, recs, err);
+    }
+    for (uint32_t i = 0; i < n && rc == FC_OK; i++) {
+        pthread_mutex_lock(&w->lock);
+        rc = ingest(w, parts[i], recs[i], err);
+        pthread_mutex_unlock(&w->lock);
+    }
+    pthread_mutex_lock(&w->lock);
+    for (uint32_t i = 0; i < n; i++) {
+        if (recs[i] != NULL && --recs[i]->pending == 0) {
+            fc_persist_done(w->persist, &recs[i]->ref);
+            free(recs[i]);
+        }
+    }
+    pthread_mutex_unlock(&w->lock);
+    for (uint32_t i = 0; i < n; i++) {
+        fc_batch_unref(parts[i]);
+    }
+    free(parts);
+    free(recs);
+    return rc;
+}
+
 int fc_dswin_add(struct fc_dswin *w, struct fc_batch *b, struct fc_error *err)
 {
     struct rec *r = NULL;
@@ -705,8 +802,11 @@ int fc_dswin_add(struct fc_dswin *w, struct fc_batch *b, struct fc_error *err)
             fc_batch_drop_wire(b);
         }
     }
+    if (w->persist != NULL && b->n_profiles > 1) {
+        return add_split(w, b, err);
+    }
     if (w->persist != NULL) {
-        rc = persist_batch(w, b, &r, err);
+        rc = persist_batches(w, &b, 1, &r, err);
         if (rc != FC_OK) {
             return rc;
         }

@@ -15,6 +15,15 @@ the open windows) the 1 h flame graph of every profile type is the same in
 both, its total is the corpus's `pprof -top` total x the pushes, and fewer
 profiles reach the store. With `storage`, a kill -9 after every push was
 acknowledged loses nothing: the restarted collector replays them.
+
+Refusals downstream (WindowRefusedDownstreamTest): flamecol A (window 2s ->
+`otlphttp` without queue or retries of its own) forwards to flamecol B
+(limits -> store). B down at first: A answers 200, retries, and B gets each
+window once with the hand-computed sums. B refusing a series (400): that
+window's samples are counted dropped, later windows (and good windows sent in
+one batch with it) go through. With `storage`: windows still refused at
+SIGTERM stay on disk and the next start delivers them once, also when the
+request carried several series of which one had already been delivered.
 """
 import ctypes
 import ctypes.util
@@ -29,8 +38,8 @@ import time
 import unittest
 import urllib.parse
 
-from harness import (Collector, corpus_files, http, parse_top, pb_varint, pb_vi, read_corpus,
-                     validate_processor)
+from harness import (Collector, corpus_files, free_port, http, parse_top, pb_ld, pb_varint, pb_vi,
+                     read_corpus, validate_processor)
 
 MAX_NODES = 40
 
@@ -398,6 +407,257 @@ class WindowTest(unittest.TestCase):
                              n * top_total("go-1s-heap", "inuse_space"))
         finally:
             self.assertEqual(c.stop(), 0, c.log())
+
+
+# ---- window: refusals downstream ------------------------------------------------------------
+#
+# A (pprof receiver -> downsample window -> otlphttp) forwards to B (otlp receiver -> limits ->
+# store + a debug file listing every profile it received). A's exporter has no queue and no
+# retries of its own (`sending_queue.enabled: false`, `retry_on_failure.enabled: false`): its
+# answer is the one attempt's outcome (connection refused: retryable; B's 400: permanent), so
+# the refusal reaches the processor, which keeps and retries, or drops.
+
+FWD_A = """
+receivers:
+  pprof:
+    endpoint: 127.0.0.1:{port}
+processors:
+  downsample:
+    window: 2s
+%(storage)s
+exporters:
+  otlphttp:
+    endpoint: http://127.0.0.1:%(bport)d
+    timeout: 2s
+    retry_on_failure: {enabled: false}
+    sending_queue: {enabled: false}
+service:
+  shutdown_timeout: 2s
+  pipelines:
+    profiles:
+      receivers: [pprof]
+      processors: [downsample]
+      exporters: [otlphttp]
+  telemetry:
+    metrics:
+      endpoint: 127.0.0.1:{metrics}
+"""
+
+# Series label values longer than 12 bytes are refused by B with 400 (permanent).
+FWD_B = """
+receivers:
+  otlp:
+    protocols:
+      http:
+        endpoint: 127.0.0.1:%(bport)d
+processors:
+  limits:
+    default:
+      max_label_value_length: 12
+exporters:
+  store:
+    path: %(store)s
+    retention: 0
+    query:
+      endpoint: 127.0.0.1:{port}
+      max_query_length: 0
+  debug:
+    verbosity: basic
+    path: {debug}
+service:
+  pipelines:
+    profiles:
+      receivers: [otlp]
+      processors: [limits]
+      exporters: [store, debug]
+  telemetry:
+    metrics:
+      endpoint: 127.0.0.1:{metrics}
+"""
+
+DS = 'processor="downsample",pipeline="profiles"'
+T0_S = T0 // 10**9
+TICK_NS = 10**7  # sampleRate=100: one folded count is 10 ms of CPU
+
+
+def push_folded(c, service, t_s, body, labels=""):
+    """A folded push (`service`.cpu{labels}, sampleRate 100) with time t_s; answered 200."""
+    q = urllib.parse.urlencode({"name": service + ".cpu" + labels, "from": str(t_s),
+                                "format": "folded", "sampleRate": "100"})
+    code, _, answer = http("POST", c.base + "/ingest?" + q, body)
+    assert code == 200, (code, answer)
+
+
+def wait_for(what, check, timeout=60):
+    """Polls check() until it is true; a bound, not a timing assertion."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.05)
+    raise AssertionError("not reached within %ss: %s" % (timeout, what))
+
+
+def received(b):
+    """service_name -> how many profiles B's debug file lists."""
+    counts = {}
+    if os.path.exists(b.debug_path):
+        with open(b.debug_path) as f:
+            for labels in summaries(f.read()):
+                counts[labels.get("service_name")] = counts.get(labels.get("service_name"), 0) + 1
+    return counts
+
+
+def push_v1(c, series):
+    """One push.v1 request of corpus profiles: series [(service_name, time ns, corpus file,
+    __name__)], by default go-1s-goroutine (one sample type)."""
+    body = b""
+    for svc, t, *rest in series:
+        f, name = rest or ("go-1s-goroutine", "goroutine")
+        s = b"".join(pb_ld(1, pb_ld(1, k) + pb_ld(2, v))
+                     for k, v in ((b"__name__", name.encode()), (b"service_name", svc.encode())))
+        body += pb_ld(1, s + pb_ld(2, pb_ld(1, with_time(f, t))))
+    code, _, answer = http("POST", c.base + "/push.v1.PusherService/Push", body,
+                           {"Content-Type": "application/proto"})
+    assert code == 200, (code, answer)
+
+
+class WindowRefusedDownstreamTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="flamecol-dsfwd-")
+        self.addCleanup(shutil.rmtree, self.tmp, True)  # last: after the processes are gone
+        self.bport = free_port()  # B's OTLP/HTTP port, closed until B starts
+
+    def start(self, text):
+        c = Collector(text)
+        self.addCleanup(c.__exit__)  # killed if a failed check left it running
+        c.wait_ready()
+        return c
+
+    def a(self, storage=False):
+        line = "    storage: %s" % os.path.join(self.tmp, "buf") if storage else ""
+        return self.start(FWD_A % {"bport": self.bport, "storage": line})
+
+    def b(self):
+        return self.start(FWD_B % {"bport": self.bport, "store": os.path.join(self.tmp, "store")})
+
+    def m(self, c, name):
+        return c.metric("flamecol_processor_" + name, DS)
+
+    def test_retryable_refusal_kept_and_delivered_once(self):
+        a = self.a()  # B is down: its port is closed
+        # Two series, 6 pushes each at 1 s intervals: 3 windows of 2 s per series.
+        for k in range(6):
+            push_folded(a, "svc-a", T0_S + k, b"main;work %d\nmain;idle 2\n" % (k + 1))
+            push_folded(a, "svc-b", T0_S + k, b"main;gc %d\n" % (10 * (k + 1)))
+        wait_for("every window refused at least once",
+                 lambda: self.m(a, "downsample_window_send_retries_total") >= 6)
+        self.assertEqual(self.m(a, "downsample_window_profiles_out_total"), 0)
+        self.assertEqual(self.m(a, "downsample_window_buffer_windows"), 6)
+        b = self.b()
+        wait_for("the windows delivered once B is up",
+                 lambda: self.m(a, "downsample_window_buffer_windows") == 0)
+        self.assertEqual(self.m(a, "downsample_window_profiles_out_total"), 6)
+        self.assertEqual(self.m(a, "downsample_window_buffer_bytes"), 0)  # all given back
+        self.assertGreater(self.m(a, "downsample_window_send_retries_total"), 0)
+        self.assertEqual(self.m(a, "dropped_profile_samples_total"), 0)
+        self.assertEqual(self.m(a, "downsample_window_lost_samples_total"), 0)
+        # Exactly once: one profile per window, and the hand-computed sums.
+        self.assertEqual(received(b), {"svc-a": 3, "svc-b": 3})
+        self.assertEqual(flame(b, CPU, "svc-a"),
+                         ((21 + 12) * TICK_NS, {"work": 21 * TICK_NS, "idle": 12 * TICK_NS}))
+        self.assertEqual(flame(b, CPU, "svc-b"), (210 * TICK_NS, {"gc": 210 * TICK_NS}))
+        self.assertEqual(a.stop(), 0, a.log())
+        self.assertEqual(b.stop(), 0, b.log())
+
+    def test_permanent_refusal_dropped_and_counted(self):
+        b = self.b()
+        a = self.a()
+        # One window (T0, T0 + 1 s) of a series B refuses: 2 + 3 samples.
+        bad = "{pod=this-value-is-too-long}"
+        push_folded(a, "svc-bad", T0_S, b"main;a 1\nmain;b 1\n", bad)
+        push_folded(a, "svc-bad", T0_S + 1, b"main;a 1\nmain;c 4\nx 1\n", bad)
+        wait_for("the refused window counted dropped",
+                 lambda: self.m(a, "dropped_profile_samples_total") == 5)
+        self.assertEqual(self.m(a, "downsample_window_send_retries_total"), 0)
+        self.assertEqual(self.m(a, "downsample_window_profiles_out_total"), 0)
+        self.assertEqual(self.m(a, "downsample_window_buffer_windows"), 0)
+        self.assertIn("refused for good", a.log())
+        # A keeps serving, and later windows go through.
+        push_folded(a, "svc-good", T0_S, b"main;work 3\n")
+        push_folded(a, "svc-good", T0_S + 1, b"main;work 4\nmain;idle 1\n")
+        wait_for("the later window delivered",
+                 lambda: self.m(a, "downsample_window_profiles_out_total") == 1)
+        self.assertEqual(self.m(a, "dropped_profile_samples_total"), 5)
+        self.assertEqual(received(b), {"svc-good": 1})
+        self.assertEqual(flame(b, CPU, "svc-good"),
+                         (8 * TICK_NS, {"work": 7 * TICK_NS, "idle": 1 * TICK_NS}))
+        # A bad window in one batch with good ones (SIGTERM sends every open window together):
+        # the batch is refused, each window is sent again alone, only the bad one is dropped.
+        push_folded(a, "svc-bad", T0_S + 10, b"main;a 1\nmain;d 1\nmain;e 1\n", bad)
+        push_folded(a, "svc-good", T0_S + 10, b"main;work 5\n")
+        push_folded(a, "svc-other", T0_S + 10, b"main;poll 2\nmain;io 1\n")
+        self.assertEqual(a.stop(), 0, a.log())
+        self.assertIn("a batch of windows was refused for good, sending each alone", a.log())
+        self.assertIn("a window of 3 samples was refused for good", a.log())
+        self.assertEqual(received(b), {"svc-good": 2, "svc-other": 1})
+        self.assertEqual(flame(b, CPU, "svc-good"),
+                         (13 * TICK_NS, {"work": 12 * TICK_NS, "idle": 1 * TICK_NS}))
+        self.assertEqual(flame(b, CPU, "svc-other"),
+                         (3 * TICK_NS, {"poll": 2 * TICK_NS, "io": 1 * TICK_NS}))
+        self.assertEqual(b.stop(), 0, b.log())
+
+    def test_storage_keeps_refused_windows_across_sigterm(self):
+        a = self.a(storage=True)  # B is down
+        # Two series, 4 pushes each: 2 windows per series, 8 stored requests.
+        for k in range(4):
+            push_folded(a, "svc-a", T0_S + k, b"main;work %d\n" % (k + 1))
+            push_folded(a, "svc-b", T0_S + k, b"main;gc 5\n" + (b"main;io %d\n" % k if k else b""))
+        wait_for("a window refused", lambda: self.m(a, "downsample_window_send_retries_total") >= 1)
+        # SIGTERM while B is still down: the windows are retried until half of shutdown_timeout,
+        # then left on disk (not counted lost).
+        self.assertEqual(a.stop(), 0, a.log())
+        self.assertNotIn("is lost", a.log())
+        b = self.b()
+        a = self.a(storage=True)
+        self.assertEqual(self.m(a, "downsample_window_replayed_records_total"), 8)
+        wait_for("the replayed windows delivered",
+                 lambda: self.m(a, "downsample_window_profiles_out_total") == 4
+                 and self.m(a, "downsample_window_buffer_windows") == 0)
+        self.assertEqual(a.stop(), 0, a.log())
+        # Done: a third start replays nothing.
+        a = self.a(storage=True)
+        self.assertEqual(self.m(a, "downsample_window_replayed_records_total"), 0)
+        self.assertEqual(a.stop(), 0, a.log())
+        self.assertEqual(received(b), {"svc-a": 2, "svc-b": 2})
+        self.assertEqual(flame(b, CPU, "svc-a"), (10 * TICK_NS, {"work": 10 * TICK_NS}))
+        self.assertEqual(flame(b, CPU, "svc-b"),
+                         ((20 + 6) * TICK_NS, {"gc": 20 * TICK_NS, "io": 6 * TICK_NS}))
+        self.assertEqual(b.stop(), 0, b.log())
+
+
+    def test_storage_request_of_several_series_delivered_once(self):
+        # One push.v1 request of several series; one series' window is accepted, the others'
+        # are still refused at SIGTERM: the next start must deliver only those.
+        b = self.b()
+        a = self.a(storage=True)
+        # svc-z: a CPU profile of two sample types, split per type (a series and record each).
+        push_v1(a, (("svc-x", T0), ("svc-y", T0), ("svc-z", T0, "go-1s-cpu", "process_cpu")))
+        push_v1(a, (("svc-x", T0 + 2 * 10**9),))  # svc-x moves on: its first window is sent
+        wait_for("svc-x's first window delivered",
+                 lambda: self.m(a, "downsample_window_profiles_out_total") == 1)
+        self.assertEqual(b.stop(), 0, b.log())
+        self.assertEqual(a.stop(), 0, a.log())  # svc-y's window and svc-x's second: refused
+        b = self.b()
+        a = self.a(storage=True)
+        wait_for("the rest delivered", lambda: self.m(a, "downsample_window_buffer_windows") == 0)
+        self.assertEqual(a.stop(), 0, a.log())
+        one = top_total("go-1s-goroutine", "goroutine")
+        [t] = [t for t in types(b) if t.startswith("goroutine:")]
+        self.assertEqual(flame(b, t, "svc-x")[0], 2 * one)
+        self.assertEqual(flame(b, t, "svc-y")[0], one)
+        self.assertEqual(flame(b, CPU, "svc-z")[0], top_total("go-1s-cpu", "cpu"))
+        self.assertEqual(b.stop(), 0, b.log())
 
 
 if __name__ == "__main__":
