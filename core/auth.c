@@ -11,6 +11,7 @@
 #include "core/arena.h"
 #include "core/batch.h"
 #include "core/mem.h"
+#include "core/metrics.h"
 #include "formats/json.h"
 
 #include <crypt.h>
@@ -119,6 +120,7 @@ static int parse_tokens(struct fc_auth *a, const struct fc_node *n, struct fc_er
             return at(err, t, "bearer_tokens: each entry is a map {token, tenant, roles}", NULL);
         }
         c->roles = FC_AUTH_READ | FC_AUTH_WRITE;
+        a->n_tokens++; /* counted before the checks: freed with the rest on error */
         for (size_t j = 0; j < t->n_pairs; j++) {
             const struct fc_node *k = t->pairs[j].key, *v = t->pairs[j].value;
             if (strcmp(k->str, "token") == 0) {
@@ -142,7 +144,6 @@ static int parse_tokens(struct fc_auth *a, const struct fc_node *n, struct fc_er
                           "bearer_tokens: unknown key (valid: token, tenant, roles): ", k->str);
             }
         }
-        a->n_tokens++; /* counted before the check: freed with the rest on error */
         if (c->name == NULL) {
             return at(err, t, "bearer_tokens: an entry without token", NULL);
         }
@@ -556,4 +557,24 @@ void fc_auth_check(struct fc_auth *a, const char *authorization, const char *cli
     }
     out->outcome = FC_AUTH_OK;
     out->tenant = c->tenant != NULL ? c->tenant : claimed_tenant;
+    out->bound = c->tenant != NULL;
+}
+
+unsigned fc_auth_schemes(const struct fc_auth *a)
+{
+    return (a->n_tokens > 0 ? FC_AUTH_SCHEME_BEARER : 0u) |
+           (a->n_users > 0 ? FC_AUTH_SCHEME_BASIC : 0u);
+}
+
+void fc_auth_refusal_counters(const char *listener, _Atomic int64_t *out[FC_AUTH_OUTCOMES])
+{
+    out[FC_AUTH_OK] = NULL;
+    for (int o = FC_AUTH_OK + 1; o < FC_AUTH_OUTCOMES; o++) {
+        char labels[300];
+        snprintf(labels, sizeof(labels), "listener=\"%s\",reason=\"%s\"", listener,
+                 outcome_names[o]);
+        out[o] = fc_metrics_counter("flamecol_auth_refusals_total", labels,
+                                    "Requests refused by authentication, by listener and reason "
+                                    "(missing, bad_credentials, throttled, role, tenant).");
+    }
 }

@@ -15,6 +15,8 @@
 #include "config/node.h"
 #include "core/err.h"
 
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 enum { FC_AUTH_READ = 1u, FC_AUTH_WRITE = 2u };
@@ -41,9 +43,23 @@ struct fc_auth_decision {
      */
     const char *tenant;
     char message[160]; /* why, for the answer and the log; never a secret */
+    bool bound;        /* FC_AUTH_OK: tenant is the credential's own (not a claim) */
 };
 
+/*
+ * Registers flamecol_auth_refusals_total{listener,reason} for each refusal
+ * outcome of one listener (out[FC_AUTH_OK] stays NULL).
+ */
+void fc_auth_refusal_counters(const char *listener, _Atomic int64_t *out[FC_AUTH_OUTCOMES]);
+
+/* What a throttled client is told to wait (Retry-After): the failure window. */
+#define FC_AUTH_RETRY_AFTER_S 60
+
 struct fc_auth;
+
+enum { FC_AUTH_SCHEME_BEARER = 1u, FC_AUTH_SCHEME_BASIC = 2u };
+/* The schemes a has credentials for (FC_AUTH_SCHEME_*), for WWW-Authenticate. */
+unsigned fc_auth_schemes(const struct fc_auth *a);
 
 /*
  * Builds an authenticator from its config node:

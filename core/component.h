@@ -21,6 +21,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+struct fc_extensions;
 struct fc_http_registry;
 struct fc_pipeline_fanout;
 
@@ -33,7 +34,8 @@ enum fc_stability {
 
 /* What the service offers components at start. */
 struct fc_host {
-    struct fc_http_registry *http; /* shared HTTP servers, one per endpoint */
+    struct fc_http_registry *http;    /* shared HTTP servers, one per endpoint */
+    struct fc_extensions *extensions; /* started extensions: fc_extensions_auth() */
     int64_t shutdown_grace_ns;
 };
 

@@ -1,5 +1,7 @@
 #include "core/http_server.h"
+#include "core/http_server_int.h"
 
+#include "core/auth.h"
 #include "core/batch.h"
 #include "core/log.h"
 #include "core/mem.h"
@@ -27,16 +29,6 @@
 /* How often connections are checked against their header/body deadlines. */
 #define SWEEP_INTERVAL_NS (200 * FC_NS_PER_MS)
 
-struct route {
-    char *method; /* NULL = any */
-    char *path;
-    bool prefix;
-    size_t max_body;
-    fc_http_handler_fn fn;
-    void *ctx;
-    char *owner;
-};
-
 /*
  * Per connection, from accept to close: the deadline by which the client
  * must have sent what it owes (headers, then the body). 0 = none (a request
@@ -52,27 +44,6 @@ struct conn_state {
     bool cut;                 /* shut down by the sweeper or a cap; counted once */
     struct fc_tls_cred *cred; /* TLS: the credentials its handshake uses (a reference) */
     struct conn_state *prev, *next;
-};
-
-struct fc_http_server {
-    struct fc_http_registry *reg;
-    char *endpoint;
-    struct route *routes;
-    size_t n_routes;
-    struct MHD_Daemon *daemon;
-    int listen_fd;
-    struct fc_workpool *pool;
-    pthread_mutex_t conns_lock;
-    struct conn_state *conns; /* open connections */
-    _Atomic int64_t *cut_header, *cut_body, *cut_client_cap;
-    /* TLS: the block the components on this endpoint agreed on (tls_owner set it first). */
-    struct fc_tls_server_config tls_cfg;
-    char *tls_owner;
-    struct fc_tls_server *tls; /* NULL: plaintext */
-    pthread_mutex_t tls_lock;
-    struct fc_tls_cred *cred;  /* current generation, for new connections */
-    struct fc_tls_pem mhd_pem; /* what MHD was started with (it keeps the pointers) */
-    struct fc_http_server *next;
 };
 
 struct fc_http_registry {
@@ -93,9 +64,10 @@ struct request_state {
     const struct route *route;
     char *method, *url;
     struct fc_buf body;
-    int early_status; /* 413 / 404 / 405 / 429 decided before the body arrived */
-    bool admitted;    /* holds a slot of the listener's workpool */
-    bool answered;    /* resp is ready (the worker ran the handler) */
+    int early_status; /* 401 / 413 / 404 / 405 / 429 decided before the body arrived */
+    struct fc_auth_decision decision; /* early 401: why */
+    bool admitted;                    /* holds a slot of the listener's workpool */
+    bool answered;                    /* resp is ready (the worker ran the handler) */
     struct fc_http_response resp;
 };
 
@@ -212,6 +184,10 @@ static void server_free(struct fc_http_server *s)
         free(s->routes[i].owner);
     }
     free(s->routes);
+    for (size_t i = 0; i < s->n_owners; i++) {
+        free(s->owners[i].owner);
+    }
+    free(s->owners);
     free(s->endpoint);
     free(s->tls_owner);
     pthread_mutex_destroy(&s->conns_lock);
@@ -300,6 +276,13 @@ int fc_http_server_tls(struct fc_http_server *srv, const struct fc_tls_server_co
     return FC_OK;
 }
 
+void fc_http_server_auth(struct fc_http_server *srv, const char *owner, struct fc_auth *auth,
+                         unsigned need)
+{
+    srv->owners = fc_xrealloc(srv->owners, (srv->n_owners + 1) * sizeof(*srv->owners));
+    srv->owners[srv->n_owners++] = (struct owner_auth){fc_xstrdup(owner), auth, need};
+}
+
 int fc_http_route(struct fc_http_server *srv, const char *method, const char *path, size_t max_body,
                   fc_http_handler_fn fn, void *ctx, const char *owner, struct fc_error *err)
 {
@@ -339,8 +322,13 @@ const char *fc_http_query(const struct fc_http_request *req, const char *name)
 
 int fc_http_tenant(const struct fc_http_request *req, const char **tenant, struct fc_error *err)
 {
-    const char *org = fc_http_header(req, "X-Scope-OrgID");
+    const char *org;
 
+    if (req->tenant != NULL) {
+        *tenant = req->tenant; /* proved by the credential (checked against the header) */
+        return FC_OK;
+    }
+    org = fc_http_header(req, "X-Scope-OrgID");
     *tenant = "anonymous";
     if (org == NULL) {
         return FC_OK;
@@ -654,10 +642,21 @@ static void *sweeper(void *arg)
 static void run_handler(struct fc_work *w)
 {
     struct request_state *st = (struct request_state *)w;
-    struct fc_http_request req = {st->method, st->url, st->body.data, st->body.len, st->conn};
+    struct fc_http_request req = {st->method, st->url, st->body.data, st->body.len, st->conn, NULL};
 
     fc_buf_init(&st->resp.body, 0);
     st->resp.status = 200;
+    if (st->route->auth != NULL) {
+        struct fc_auth_decision d;
+        fc_http_authorize(st->route, st->conn, &d);
+        if (d.outcome != FC_AUTH_OK) {
+            fc_http_auth_refusal(st->srv, st->route, st->method, st->url, &d, &st->resp);
+            st->answered = true;
+            MHD_resume_connection(st->conn);
+            return;
+        }
+        req.tenant = d.bound ? d.tenant : NULL;
+    }
     st->route->fn(st->route->ctx, &req, &st->resp);
     st->answered = true;
     MHD_resume_connection(st->conn);
@@ -696,6 +695,13 @@ static struct request_state *begin_request(struct fc_http_server *s, struct MHD_
         return st;
     }
     fc_buf_init(&st->body, st->route->max_body);
+    if (st->route->auth != NULL &&
+        MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization") == NULL) {
+        /* No credentials at all: refused before the body is read (cheap, no hash). */
+        fc_http_authorize(st->route, conn, &st->decision);
+        st->early_status = 401;
+        return st;
+    }
     cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
     if (cl != NULL && st->route->max_body > 0 &&
         strtoull(cl, NULL, 10) > (unsigned long long)st->route->max_body) {
@@ -749,6 +755,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     }
     case 429:
         return refuse_overload(conn, s);
+    case 401:
+        fc_buf_init(&st->resp.body, 0);
+        fc_http_auth_refusal(s, st->route, method, url, &st->decision, &st->resp);
+        return send_response(conn, &st->resp);
     default: {
         char msg[128];
         snprintf(msg, sizeof(msg), "request body larger than the limit of %zu bytes",
@@ -883,6 +893,7 @@ static int start_server(struct fc_http_registry *reg, struct fc_http_server *s,
     s->cut_body = fc_server_refused_counter("http", s->endpoint, "body_timeout");
     s->cut_client_cap =
         fc_server_refused_counter("http", s->endpoint, "max_connections_per_client");
+    fc_http_resolve_routes(s);
     s->pool = fc_workpool_new("http", s->endpoint, reg->opts.max_in_flight);
     s->daemon = MHD_start_daemon(
         flags, 0, NULL, NULL, on_request, s, MHD_OPTION_LISTEN_SOCKET, s->listen_fd,

@@ -35,7 +35,8 @@ struct fc_http_request {
     const char *path;
     const uint8_t *body;
     size_t body_len;
-    void *conn; /* struct MHD_Connection *, for the accessors below */
+    void *conn;         /* struct MHD_Connection *, for the accessors below */
+    const char *tenant; /* the tenant a credential is bound to (auth); NULL: none */
 };
 
 #define FC_HTTP_MAX_HEADERS 8
@@ -55,8 +56,10 @@ typedef void (*fc_http_handler_fn)(void *ctx, const struct fc_http_request *req,
 const char *fc_http_header(const struct fc_http_request *req, const char *name);
 const char *fc_http_query(const struct fc_http_request *req, const char *name);
 /*
- * The tenant of a request: X-Scope-OrgID (1-150 characters of A-Z a-z 0-9
- * ! - _ . * ' ( ), as Cortex and Pyroscope accept), or "anonymous".
+ * The tenant of a request: the tenant of its credential when the route
+ * requires one bound to a tenant (fc_http_server_auth), else X-Scope-OrgID
+ * (1-150 characters of A-Z a-z 0-9 ! - _ . * ' ( ), as Cortex and Pyroscope
+ * accept), or "anonymous".
  */
 int fc_http_tenant(const struct fc_http_request *req, const char **tenant, struct fc_error *err);
 void fc_http_response_header(struct fc_http_response *resp, const char *name, const char *value);
@@ -90,6 +93,19 @@ struct fc_http_server *fc_http_server_get(struct fc_http_registry *reg, const ch
 struct fc_tls_server_config;
 int fc_http_server_tls(struct fc_http_server *srv, const struct fc_tls_server_config *tls,
                        const char *owner, struct fc_error *err);
+
+/*
+ * The routes `owner` registers on srv (before or after this call) require
+ * credentials that auth (core/auth.h) accepts with the role `need`
+ * (FC_AUTH_READ or FC_AUTH_WRITE); auth NULL: none. The check runs in the
+ * server before the handler: 401 (WWW-Authenticate) / 403 / 429, counted in
+ * flamecol_auth_refusals_total{listener,reason}; on success the request's
+ * tenant is the credential's (fc_http_tenant). Each route is logged at
+ * debug level at start, with its owner and the role it needs.
+ */
+struct fc_auth;
+void fc_http_server_auth(struct fc_http_server *srv, const char *owner, struct fc_auth *auth,
+                         unsigned need);
 
 /*
  * Registers a route. path: exact ("/ingest"), or a prefix when it ends in

@@ -1,6 +1,8 @@
 #include "core/service.h"
 
 #include "config/schema.h"
+#include "core/auth.h"
+#include "core/extensions.h"
 #include "core/http_server.h"
 #include "core/log.h"
 #include "core/mem.h"
@@ -23,9 +25,11 @@ struct service_config {
             const char *endpoint;
             int level; /* 0 = none: no telemetry server */
             struct fc_tls_server_config tls;
+            struct fc_server_auth_config auth;
         } metrics;
     } telemetry;
     int64_t shutdown_timeout;
+    const struct fc_node *extensions; /* read by core/extensions.c */
     struct {
         int64_t threads;
         int64_t read_timeout;
@@ -56,6 +60,8 @@ static const struct fc_field metrics_fields[] = {
      "`none` turns the telemetry server off", .choices = "none|basic|normal|detailed"},
     FC_TLS_SERVER_FIELD(offsetof(struct service_config, telemetry.metrics.tls) -
                         offsetof(struct service_config, telemetry.metrics)),
+    FC_SERVER_AUTH_FIELD(offsetof(struct service_config, telemetry.metrics.auth) -
+                         offsetof(struct service_config, telemetry.metrics)),
     {NULL},
 };
 
@@ -107,6 +113,8 @@ const struct fc_field fc_service_fields[] = {
      "on SIGTERM/SIGINT: time to finish requests and drain exporters"},
     {"http", FC_FIELD_OBJECT, NULL, offsetof(struct service_config, http),
      "the shared HTTP listeners", .sub = http_fields},
+    {"extensions", FC_FIELD_NODE, "[]", offsetof(struct service_config, extensions),
+     "the extensions started (ids under the top-level `extensions:`; see Authentication)"},
     {NULL},
 };
 
@@ -166,6 +174,7 @@ struct fc_service {
     struct pipeline *pipelines;
     size_t n_pipelines;
     struct fc_http_registry *http;
+    struct fc_extensions *extensions;
     struct fc_host host;
     _Atomic int ready;
     /* How far start got, so shutdown undoes exactly that. */
@@ -744,7 +753,8 @@ static struct fc_node *service_settings(struct fc_arena *a, const struct fc_node
 
 struct fc_service *fc_service_build(const struct fc_node *root, struct fc_diag *diag)
 {
-    static const char *const top_keys[] = {"receivers", "processors", "exporters", "service"};
+    static const char *const top_keys[] = {"receivers", "processors", "exporters", "service",
+                                           "extensions"};
     struct fc_service *svc = fc_xcalloc(1, sizeof(*svc));
     struct build b = {svc, diag, {NULL, NULL, NULL}, {NULL, NULL, NULL}};
     const struct fc_node *service;
@@ -755,25 +765,30 @@ struct fc_service *fc_service_build(const struct fc_node *root, struct fc_diag *
     for (size_t i = 0; i < root->n_pairs; i++) {
         const struct fc_node *k = root->pairs[i].key;
         size_t j;
-        for (j = 0; j < 4; j++) {
+        for (j = 0; j < 5; j++) {
             if (strcmp(k->str, top_keys[j]) == 0) {
                 break;
             }
         }
-        if (j == 4) {
+        if (j == 5) {
             fc_diag_error(diag, k,
                           "unknown top-level key '%s' (valid keys: receivers, processors, "
-                          "exporters, service)%s",
+                          "exporters, extensions, service)%s",
                           k->str,
-                          strcmp(k->str, "extensions") == 0 || strcmp(k->str, "connectors") == 0
-                              ? "; flamecol has no extensions or connectors"
-                              : "");
+                          strcmp(k->str, "connectors") == 0 ? "; flamecol has no connectors" : "");
         }
     }
+    svc->extensions = fc_extensions_build(root, diag);
     for (int k = 0; k < 3; k++) {
         const struct fc_node *sec = fc_node_get(root, fc_kind_section((enum fc_kind)k));
         b.sections[k] = sec;
         check_section(&b, (enum fc_kind)k);
+        for (size_t i = 0; sec != NULL && sec->kind == FC_NODE_MAP && i < sec->n_pairs; i++) {
+            char path[256];
+            snprintf(path, sizeof(path), "%s.%s", fc_kind_section((enum fc_kind)k),
+                     sec->pairs[i].key->str);
+            fc_extensions_check_refs(svc->extensions, sec->pairs[i].value, path, diag);
+        }
         b.used[k] = fc_xcalloc((sec != NULL && sec->kind == FC_NODE_MAP ? sec->n_pairs : 0) + 1,
                                sizeof(bool));
     }
@@ -787,6 +802,8 @@ struct fc_service *fc_service_build(const struct fc_node *root, struct fc_diag *
         fc_schema_bind(svc->arena, fc_service_fields, service_settings(svc->arena, service),
                        &svc->cfg, "service", diag);
         check_http_settings(&svc->cfg, service, diag);
+        fc_extensions_check_refs(svc->extensions, fc_node_get(service, "telemetry"),
+                                 "service.telemetry", diag);
         build_pipelines(&b, fc_node_get(service, "pipelines"));
     }
     check_unused_all(&b);
@@ -832,6 +849,7 @@ static void on_ready(void *ctx, const struct fc_http_request *req, struct fc_htt
 static int register_telemetry(struct fc_service *svc, struct fc_error *err)
 {
     struct fc_http_server *srv;
+    struct fc_auth *auth = NULL;
 
     if (svc->cfg.telemetry.metrics.level == 0 || svc->cfg.telemetry.metrics.endpoint[0] == '\0') {
         return FC_OK;
@@ -845,6 +863,11 @@ static int register_telemetry(struct fc_service *svc, struct fc_error *err)
                            err) != FC_OK) {
         return fc_error_wrap(err, "service.telemetry.metrics");
     }
+    if (fc_extensions_auth(svc->extensions, svc->cfg.telemetry.metrics.auth.authenticator, &auth,
+                           err) != FC_OK) {
+        return fc_error_wrap(err, "service.telemetry.metrics.auth");
+    }
+    fc_http_server_auth(srv, "service", auth, FC_AUTH_READ);
     if (fc_http_route(srv, "GET", "/metrics", 0, on_metrics, svc, "service", err) != FC_OK ||
         fc_http_route(srv, "GET", "/healthz", 0, on_healthz, svc, "service", err) != FC_OK ||
         fc_http_route(srv, "GET", "/ready", 0, on_ready, svc, "service", err) != FC_OK) {
@@ -870,6 +893,7 @@ int fc_service_start(struct fc_service *svc, struct fc_error *err)
     fc_log_set_level((enum fc_log_level)svc->cfg.telemetry.logs.level);
     svc->http = fc_http_registry_new(&opts);
     svc->host.http = svc->http;
+    svc->host.extensions = svc->extensions;
     svc->host.shutdown_grace_ns = svc->cfg.shutdown_timeout;
     if (register_telemetry(svc, err) != FC_OK) {
         return err->code;
@@ -987,6 +1011,7 @@ void fc_service_free(struct fc_service *svc)
     free(svc->processors);
     free(svc->exporters);
     fc_http_registry_free(svc->http);
+    fc_extensions_free(svc->extensions);
     fc_arena_free(svc->arena);
     free(svc);
 }

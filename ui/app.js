@@ -157,6 +157,7 @@
     if (!state.type || !forService.includes(state.type)) {
       state.type = forService.find((t) => t.startsWith('process_cpu:cpu')) || forService[0] || '';
     }
+    serviceTypes = forService;
     fill($('type'), forService, state.type, Flame.typeName);
     $('type').title = state.type;
     const names = ((await connect('LabelNames', { matchers: ['{service_name="' + state.service + '"}'] })).names || [])
@@ -169,6 +170,30 @@
   }
 
   /* ---- loading ---- */
+  let serviceTypes = []; /* the profile types of the picked service */
+  /*
+   * The tooltip's count (samples of a CPU type, objects of a bytes type) from
+   * the service's matching count type, fetched after the graph is drawn;
+   * data.counts = {label, levels} once it answers.
+   */
+  async function loadCounts(d) {
+    const ct = Flame.countType(state.type, serviceTypes);
+    if (!ct) return;
+    const p = new URLSearchParams(Object.assign({ query: ct.id + query().slice(state.type.length), format: 'json' }, rangeParams()));
+    if (state.maxNodes) p.set('maxNodes', String(state.maxNodes));
+    const r = await fetch('pyroscope/render?' + p.toString());
+    if (!r.ok || data !== d) return;
+    const fb = (await r.json()).flamebearer;
+    if (data === d) d.counts = { label: ct.label, levels: Flame.decode(fb) };
+  }
+  /* The count of a block of the graph as [total, self], or null. */
+  function countOf(b) {
+    const c = data.counts;
+    if (!c || !data.levels[b.level] || data.levels[b.level][b.index] !== b) return null;
+    const at = b.level === 0 ? { level: 0, index: 0 } : Flame.findPath(c.levels, Flame.pathOf(data.levels, b.level, b.index));
+    const m = at && c.levels[at.level] && c.levels[at.level][at.index];
+    return m ? [m.total, m.self] : null;
+  }
   /* A span profile (trace or span ids): Connect's SelectMergeStacktraces, as a render answer. */
   async function spanRender() {
     const r = rangeParams();
@@ -206,6 +231,7 @@
         state, connect, range: rangeParams, secs: toSecs, drawSeries,
         href: (changes) => urlOf(Object.assign({}, state, { focus: null, fn: '', search: '', sandwich: '' }, changes)),
       });
+      window.flamecol.pageDrawnAt = performance.now();
       $('status').textContent = '';
     } catch (e) {
       $('status').textContent = String(e.message || e);
@@ -276,6 +302,7 @@
       drawGroups();
       drawAll();
       if (!state.diff) loadFindings(); else $('findings').innerHTML = '';
+      if (!state.diff && !span) loadCounts(data).catch(() => {});
       showFunction();
       $('status').textContent = Flame.formatValue(doc.flamebearer.numTicks, data.units) + ' total, ' +
         nodesMerged + ' windows merged';
@@ -570,6 +597,10 @@
     /* A count only where the values are counts (CPU and bytes are not samples). */
     if (data.units !== 'samples' && data.units !== 'nanoseconds' && data.units !== 'bytes') {
       lines.push('Samples: ' + b.total);
+    } else if (e.target.id !== 'callers') {
+      /* CPU time and bytes: the profile's own sample (or object) count, where it has one */
+      const n = countOf(b);
+      if (n) lines.push(data.counts.label + ': ' + n[0] + ' (self ' + n[1] + ')');
     }
     if (data.diff) {
       const lt = data.doc.leftTicks, rt = data.doc.rightTicks;
@@ -935,6 +966,7 @@
     draws: 0,
     lastDrawMs: 0, /* how long the last flame-graph draw took (bench/ui_draw.js) */
     firstDrawAt: 0, /* performance.now() of the first draw */
+    pageDrawnAt: 0, /* performance.now() when an overview or labels page had every tile drawn */
     callers: () => callerRects.filter((r) => r.block).map((r) => ({ name: r.block.name, level: r.level, w: r.w, y: r.y })),
     drawn: () => rects.filter((r) => r.block).map((r) => ({
       name: r.block.name, level: r.level, x: r.x, y: r.y, w: r.w, h: ROW, total: r.block.total, self: r.block.self,
@@ -950,6 +982,7 @@
     tiles: () => pageTiles, /* the page's answer: overview tiles [{service, type, total, points}], labels [{label, values}] */
     fn: () => (state.fn && fnShown && fnShown.function === state.fn ? fnShown : null), /* the details panel's answer */
     nodes: () => (data ? data.levels.reduce((n, lv) => n + lv.length, 0) : 0), /* in the answer */
+    counts: () => !!(data && data.counts), /* the tooltip's sample or object counts have arrived */
   };
 
   readUrl();

@@ -500,6 +500,28 @@
     'wall:wall': 'Wall time',
     'exceptions:exceptions': 'Exceptions',
   };
+  /*
+   * The count that goes with a type, when the service has it: a CPU time
+   * type's sample count (`…:samples:count:…` of the same profile) or a bytes
+   * type's object count (`alloc_space` → `alloc_objects`). {id, label} or null.
+   */
+  function countType(id, types) {
+    const p = String(id).split(':');
+    if (p.length !== 5) return null;
+    let name;
+    let label;
+    if (p[1] === 'cpu' && p[2] === 'nanoseconds') {
+      name = 'samples';
+      label = 'Samples';
+    } else if (p[2] === 'bytes' && /_space$/.test(p[1])) {
+      name = p[1].replace(/_space$/, '_objects');
+      label = 'Objects';
+    } else {
+      return null;
+    }
+    const want = [p[0], name, 'count', p[3], p[4]].join(':');
+    return (types || []).includes(want) ? { id: want, label } : null;
+  }
   function typeName(id) {
     const p = String(id).split(':');
     return TYPE_NAMES[p[0] + ':' + p[1]] || id;
@@ -527,7 +549,7 @@
   const api = {
     decode, layout, table, matcher, searchStats, packageOf, hue, formatValue,
     decodeDiff, diffChange, diffTable, fromPaths, sandwich,
-    matcherError, sortRows, pathOf, findPath, parseQuery, typeName, timeTicks,
+    matcherError, sortRows, pathOf, findPath, parseQuery, typeName, countType, timeTicks,
   };
   if (typeof module !== 'undefined' && module.exports) {
     module.exports = api;

@@ -3,7 +3,9 @@
  * callers and its callees, from GET /api/v1/function over the current
  * selection. Opened from a flame block's menu ("Details") or a table row;
  * kept in the URL as fn=<name>. app.js hands it ctx: {url(name), units(),
- * pick(name), close()}.
+ * pick(name), close()}. Where the store maps a line's file to a local one
+ * (query.ui.source_roots), GET /api/v1/source gives its text: shown with
+ * each line's self and total beside it.
  */
 (function (root) {
   'use strict';
@@ -53,6 +55,85 @@
     return box;
   }
 
+  /* Lines shown around a function's costed lines, and at most this many in all. */
+  const CONTEXT = 3;
+  const MAX_ROWS = 1000;
+  /*
+   * A file's text with the costs of its lines (Map line -> {self, total}):
+   * from CONTEXT lines before the first costed line to CONTEXT after the
+   * last. Returns {file, rows: [[number, self, total, code]]} (costs as
+   * numbers, '' for a line without) and the block.
+   */
+  function sourceBlock(file, text, costs, fmt) {
+    const lines = text.split('\n');
+    if (lines.length && lines[lines.length - 1] === '') lines.pop();
+    const numbers = [...costs.keys()];
+    const lo = Math.max(1, Math.min(...numbers) - CONTEXT);
+    const hi = Math.min(lines.length, Math.max(...numbers) + CONTEXT, lo + MAX_ROWS - 1);
+    const rows = [];
+    for (let n = lo; n <= hi; n++) {
+      const c = costs.get(n);
+      rows.push([n, c ? c.self : '', c ? c.total : '', lines[n - 1]]);
+    }
+    const box = document.createElement('div');
+    box.className = 'fn-block fn-source';
+    const h = document.createElement('h4');
+    h.textContent = 'Source: ' + file;
+    h.title = file;
+    box.appendChild(h);
+    const t = document.createElement('table');
+    const head = t.insertRow();
+    ['Line', 'Self', 'Total', ''].forEach((c, i) => {
+      const th = document.createElement('th');
+      th.textContent = c;
+      if (i < 3) th.className = 'num';
+      head.appendChild(th);
+    });
+    for (const [n, self, total, code] of rows) {
+      const tr = t.insertRow();
+      if (self !== '') tr.className = 'hot';
+      cell(tr, String(n), 'num');
+      cell(tr, self === '' ? '' : fmt(self), 'num');
+      cell(tr, total === '' ? '' : fmt(total), 'num');
+      cell(tr, code, 'code');
+    }
+    if (numbers.some((n) => n > lines.length)) {
+      const p = document.createElement('div');
+      p.className = 'error';
+      p.textContent = 'the file has ' + lines.length + ' lines: not the profiled version?';
+      box.appendChild(p);
+    }
+    box.appendChild(t);
+    return { file, rows, box };
+  }
+  /* The store's source prefixes (GET /api/v1/source-roots), asked once. */
+  let roots = null;
+  /* Whether a prefix maps file, as the store decides (at a '/' boundary). */
+  const mapped = (prefixes, file) => prefixes.some((p) => p && file.startsWith(p) &&
+    (p.endsWith('/') || file.length === p.length || file[p.length] === '/'));
+  /* The source of each file of the answer's lines that the store maps (at most 4 files). */
+  async function sources(doc, fmt) {
+    if (!roots) {
+      roots = fetch('api/v1/source-roots').then((r) => (r.ok ? r.json() : {})).then((j) => j.prefixes || [], () => []);
+    }
+    const prefixes = await roots;
+    const byFile = new Map();
+    for (const l of doc.lines || []) {
+      if (!l.file || !l.line || !mapped(prefixes, l.file)) continue;
+      if (!byFile.has(l.file)) byFile.set(l.file, new Map());
+      byFile.get(l.file).set(l.line, { self: l.self, total: l.total });
+    }
+    const files = [...byFile.keys()].slice(0, 4);
+    const answers = await Promise.all(files.map(async (f) => {
+      const r = await fetch('api/v1/source?file=' + encodeURIComponent(f)).catch(() => null);
+      if (!r) return null;
+      const text = await r.text();
+      if (!r.ok) return { file: f, error: text || r.statusText };
+      return sourceBlock(f, text, byFile.get(f), fmt);
+    }));
+    return answers.filter(Boolean);
+  }
+
   /* Fetches and draws the panel for name; resolves with the answer (or null). */
   async function show(ctx, name) {
     const panel = $('fn-panel');
@@ -94,6 +175,18 @@
     grid.appendChild(block('Callers', ['Caller', 'Total', '%'], edge(doc.callers), ctx.pick));
     grid.appendChild(block('Callees', ['Callee', 'Total', '%'], edge(doc.callees), ctx.pick));
     panel.appendChild(grid);
+    doc.sources = [];
+    for (const s of await sources(doc, fmt)) {
+      if (s.error) {
+        const p = document.createElement('div');
+        p.className = 'error';
+        p.textContent = 'Source of ' + s.file + ': ' + s.error;
+        panel.appendChild(p);
+      } else {
+        panel.appendChild(s.box);
+      }
+      doc.sources.push({ file: s.file, rows: s.rows, error: s.error });
+    }
     return doc;
   }
   function hide() {

@@ -4,7 +4,8 @@
  * are tiles, by friendly name with the id on hover (page=service); pick one
  * and the flame graph opens. Each step is a link, so the URL keeps it and a
  * reload reopens it. Data: Connect LabelValues (service_name,
- * __profile_type__) and /pyroscope/render timelines (one-node renders).
+ * __profile_type__; Series for all services at once) and /pyroscope/render
+ * timelines (one-node renders; grouped by service_name on the overview).
  * app.js hands it ctx: {state, connect, range() -> {from, until},
  * secs(v), drawSeries(canvas, samples, colour, axis), href(changes)}.
  */
@@ -61,24 +62,63 @@
     out.push(entry);
   }
 
-  /* page=overview: the services. Resolves with [{service, type, total}] of the tiles drawn. */
+  /*
+   * Every service's profile types in one Connect Series call (label names
+   * service_name and __profile_type__): Map service -> sorted types.
+   */
+  async function allTypes(ctx, range) {
+    const r = await ctx.connect('Series', {
+      matchers: ['{}'], labelNames: ['service_name', '__profile_type__'],
+      start: ctx.secs(range.from) * 1000, end: ctx.secs(range.until) * 1000,
+    });
+    const out = new Map();
+    for (const set of r.labelsSet || []) {
+      const l = Object.fromEntries((set.labels || []).map((p) => [p.name, p.value]));
+      if (!l.service_name || !l.__profile_type__) continue;
+      if (!out.has(l.service_name)) out.set(l.service_name, []);
+      out.get(l.service_name).push(l.__profile_type__);
+    }
+    for (const list of out.values()) list.sort();
+    return out;
+  }
+  /* One type's timeline per service: a one-node render grouped by service_name. Map service -> {timeline, units}. */
+  async function timelines(type, range) {
+    const p = new URLSearchParams({ query: type + '{}', format: 'json', maxNodes: '1', groupBy: 'service_name',
+      from: range.from, until: range.until });
+    const r = await fetch('pyroscope/render?' + p.toString());
+    const out = new Map();
+    if (!r.ok) return out;
+    const doc = await r.json();
+    for (const [service, timeline] of Object.entries(doc.groups || {})) {
+      out.set(service, { timeline, units: doc.metadata && doc.metadata.units });
+    }
+    return out;
+  }
+
+  /*
+   * page=overview: the services. Resolves with [{service, type, total}] of the
+   * tiles drawn. Requests: one Series and one grouped render per distinct
+   * main type (not one of each per service: 50 services draw in 3 requests).
+   */
   async function services(ctx, box) {
     const range = ctx.range();
-    const names = ((await ctx.connect('LabelValues', {
-      name: 'service_name', start: ctx.secs(range.from) * 1000, end: ctx.secs(range.until) * 1000,
-    })).names || []).slice().sort();
+    const types = await allTypes(ctx, range);
+    const names = [...types.keys()].sort();
     heading(box, 'Services', names.length ? '' : 'No service has profiles in this range.');
     const grid = document.createElement('div');
     grid.className = 'tiles';
     box.appendChild(grid);
     const out = [];
+    const byType = new Map(); /* main type -> its services' timelines (a promise) */
     await Promise.all(names.map(async (service) => {
       const t = tile(grid, ctx.href({ page: 'service', service, type: '' }), service, 'its profile types');
-      const types = await typesOf(ctx, service, range);
-      const type = mainType(types);
-      if (!type) { t.sub.textContent = 'no data'; return; }
-      t.a.title = service + ': ' + type + ' (click: its ' + types.length + ' profile types)';
-      fillTile(ctx, t, await timeline(service, type, range), root.Flame.typeName(type), out, { service, type });
+      const list = types.get(service);
+      const type = mainType(list);
+      t.a.title = service + ': ' + type + ' (click: its ' + list.length + ' profile types)';
+      if (!byType.has(type)) byType.set(type, timelines(type, range));
+      /* a service the grouped answer lacks: its own render */
+      const tl = (await byType.get(type)).get(service) || (await timeline(service, type, range));
+      fillTile(ctx, t, tl, root.Flame.typeName(type), out, { service, type });
     }));
     return out;
   }

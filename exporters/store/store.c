@@ -11,8 +11,10 @@
  * time), and what is left is refused (retryable, 503).
  */
 #include "exporters/store/store.h"
+#include "exporters/store/source.h"
 #include "exporters/store/ui.h"
 
+#include "core/auth.h"
 #include "core/log.h"
 #include "core/mem.h"
 #include "core/metrics.h"
@@ -29,10 +31,12 @@ static const struct fc_field query_fields[] = {
     {"endpoint", FC_FIELD_STR, "127.0.0.1:4040", OFF(query.endpoint) - OFF(query),
      "host:port of the query API (shared with the pprof receiver when both name it)"},
     FC_TLS_SERVER_FIELD(OFF(query.tls) - OFF(query)),
+    FC_SERVER_AUTH_FIELD(OFF(query.auth) - OFF(query)),
     {"max_query_length", FC_FIELD_DURATION, "31d", OFF(query.max_query_length) - OFF(query),
      "longest from..until a query may span (0 = no limit)"},
     {"max_nodes", FC_FIELD_INT, "8192", OFF(query.max_nodes) - OFF(query),
      "flame graph nodes when a query does not say (maxNodes)"},
+    {"ui", FC_FIELD_OBJECT, NULL, OFF(query.ui) - OFF(query), "the web UI", .sub = store_ui_fields},
     {NULL},
 };
 
@@ -322,14 +326,22 @@ static int store_start(struct fc_exporter *self, struct fc_host *host, struct fc
     struct store_exporter *x = self->ctx;
     struct fc_store_options o = {x->cfg->path, (enum fc_store_sync)x->cfg->sync, x->cfg->max_size};
     struct fc_http_server *srv;
+    struct fc_auth *auth = NULL;
 
     if (fc_store_open(&o, &x->store, err) != FC_OK) {
         return err->code;
     }
     srv = fc_http_server_get(host->http, x->cfg->query.endpoint, err);
-    if (srv == NULL || fc_http_server_tls(srv, &x->cfg->query.tls, x->self->id, err) != FC_OK ||
+    if (srv == NULL || fc_extensions_auth(host->extensions, x->cfg->query.auth.authenticator, &auth,
+                                          err) != FC_OK) {
+        return fc_error_wrap(err, "query");
+    }
+    /* Every route the store serves (queries, Connect, labels, findings, the UI) reads. */
+    fc_http_server_auth(srv, x->self->id, auth, FC_AUTH_READ);
+    if (fc_http_server_tls(srv, &x->cfg->query.tls, x->self->id, err) != FC_OK ||
         store_query_routes(x, srv, err) != FC_OK ||
-        store_ui_routes(srv, x->self->id, err) != FC_OK) {
+        store_ui_routes(srv, x->self->id, err) != FC_OK ||
+        store_source_routes(x, srv, err) != FC_OK) {
         return fc_error_wrap(err, "query");
     }
     x->next_retention_ns = fc_now_mono_ns(); /* a first pass at start */

@@ -3,6 +3,7 @@
 #define FC_EXPORTERS_STORE_H
 
 #include "core/component.h"
+#include "core/extensions.h"
 #include "core/http_server.h"
 #include "core/log.h"
 #include "core/mem.h"
@@ -23,8 +24,12 @@ struct store_config {
     struct {
         const char *endpoint;
         struct fc_tls_server_config tls;
+        struct fc_server_auth_config auth;
         int64_t max_query_length;
         int64_t max_nodes;
+        struct {
+            struct fc_str_map source_roots; /* exporters/store/source.h */
+        } ui;
     } query;
 };
 

@@ -30,6 +30,7 @@ static const struct fc_field grpc_fields[] = {
     {"max_in_flight", FC_FIELD_INT, "64", OFF(protocols.grpc.max_in_flight) - OFF(protocols.grpc),
      "calls handled at once (1-4096); more get RESOURCE_EXHAUSTED with RetryInfo at once, "
      "never queued"},
+    FC_SERVER_AUTH_FIELD(OFF(protocols.grpc.auth) - OFF(protocols.grpc)),
     {NULL},
 };
 
@@ -39,6 +40,7 @@ static const struct fc_field http_fields[] = {
     FC_TLS_SERVER_FIELD(OFF(protocols.http.tls) - OFF(protocols.http)),
     {"max_request_body_size", FC_FIELD_SIZE, "16MiB",
      OFF(protocols.http.max_request_body_size) - OFF(protocols.http), "larger bodies get 413"},
+    FC_SERVER_AUTH_FIELD(OFF(protocols.http.auth) - OFF(protocols.http)),
     {NULL},
 };
 
@@ -131,6 +133,11 @@ static int otlp_start(struct fc_receiver *self, struct fc_host *host, struct fc_
 {
     struct otlp_receiver *r = self->ctx;
 
+    if (r->cfg->protocols.grpc.enabled &&
+        fc_extensions_auth(host->extensions, r->cfg->protocols.grpc.auth.authenticator,
+                           &r->grpc_auth, err) != FC_OK) {
+        return fc_error_wrap(err, "protocols.grpc.auth");
+    }
     if (r->cfg->protocols.http.enabled && otlp_http_start(r, host, err) != FC_OK) {
         return err->code;
     }

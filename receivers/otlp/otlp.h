@@ -3,6 +3,7 @@
 #define FC_RECEIVERS_OTLP_H
 
 #include "core/component.h"
+#include "core/extensions.h"
 #include "core/limits.h"
 #include "core/tls_server.h"
 #include "formats/otlp.h"
@@ -20,12 +21,14 @@ struct otlp_config {
             int64_t max_recv_msg_size;
             int64_t threads;
             int64_t max_in_flight;
+            struct fc_server_auth_config auth;
         } grpc;
         struct {
             bool enabled;
             const char *endpoint;
             struct fc_tls_server_config tls;
             int64_t max_request_body_size;
+            struct fc_server_auth_config auth;
         } http;
     } protocols;
     int64_t max_decompressed_size;
@@ -42,6 +45,7 @@ struct otlp_receiver {
     _Atomic int64_t *truncated_stacks;  /* stacks cut to max_stack_depth */
     _Atomic int64_t *time_replaced;     /* profiles stamped at receive time (otlp_fix_times) */
     struct otlp_grpc *grpc;             /* NULL unless protocols.grpc is on */
+    struct fc_auth *grpc_auth;          /* protocols.grpc.auth's authenticator, or NULL */
 };
 
 struct otlp_request {

@@ -5,6 +5,7 @@
  */
 #include "receivers/otlp/otlp.h"
 
+#include "core/auth.h"
 #include "core/http_server.h"
 #include "formats/gzip.h"
 #include "formats/zstd.h"
@@ -129,9 +130,14 @@ int otlp_http_start(struct otlp_receiver *r, struct fc_host *host, struct fc_err
     struct fc_http_server *srv =
         fc_http_server_get(host->http, r->cfg->protocols.http.endpoint, err);
 
-    if (srv == NULL || fc_http_server_tls(srv, &r->cfg->protocols.http.tls, r->self->id, err)) {
+    struct fc_auth *auth = NULL;
+
+    if (srv == NULL || fc_http_server_tls(srv, &r->cfg->protocols.http.tls, r->self->id, err) ||
+        fc_extensions_auth(host->extensions, r->cfg->protocols.http.auth.authenticator, &auth,
+                           err)) {
         return fc_error_wrap(err, "protocols.http");
     }
+    fc_http_server_auth(srv, r->self->id, auth, FC_AUTH_WRITE); /* OTLP export writes */
     return fc_http_route(srv, "POST", "/v1development/profiles",
                          (size_t)r->cfg->protocols.http.max_request_body_size, handle, r,
                          r->self->id, err);

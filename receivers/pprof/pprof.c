@@ -4,6 +4,8 @@
  */
 #include "receivers/pprof/pprof.h"
 
+#include "core/auth.h"
+#include "core/extensions.h"
 #include "core/log.h"
 #include "core/mem.h"
 #include "core/timeutil.h"
@@ -23,12 +25,16 @@ static const struct fc_field basic_fields[] = {
 };
 
 static const struct fc_field auth_fields[] = {
+    {"authenticator", FC_FIELD_STR, "",
+     offsetof(struct pprof_config, auth.authenticator) - offsetof(struct pprof_config, auth),
+     "the id of an auth extension (tokens and users bound to tenants and roles; every route "
+     "needs `write`); exclusive with the legacy bearer_token and basic below"},
     {"bearer_token", FC_FIELD_STR, "",
      offsetof(struct pprof_config, auth.bearer_token) - offsetof(struct pprof_config, auth),
-     "when set, requests must send `Authorization: Bearer <token>`"},
+     "legacy: when set, requests must send `Authorization: Bearer <token>`"},
     {"basic", FC_FIELD_OBJECT, NULL,
      offsetof(struct pprof_config, auth.basic) - offsetof(struct pprof_config, auth),
-     "when a username is set, requests must send matching basic auth", .sub = basic_fields},
+     "legacy: when a username is set, requests must send matching basic auth", .sub = basic_fields},
     {NULL},
 };
 
@@ -45,7 +51,8 @@ static const struct fc_field pprof_fields[] = {
     {"retry_after", FC_FIELD_DURATION, "5s", offsetof(struct pprof_config, retry_after),
      "Retry-After sent with 429/503 when the pipeline pushes back"},
     {"auth", FC_FIELD_OBJECT, NULL, offsetof(struct pprof_config, auth),
-     "optional authentication (bearer token or basic)", .sub = auth_fields},
+     "optional authentication: an authenticator, or (legacy) one bearer token or basic user",
+     .sub = auth_fields},
     {NULL},
 };
 
@@ -97,6 +104,11 @@ static int pprof_create(struct fc_receiver *self, struct fc_error *err)
     if (cfg->auth.bearer_token[0] != '\0' && cfg->auth.basic.username[0] != '\0') {
         return fc_errorf(err, FC_ECONFIG, "auth: set bearer_token or basic, not both");
     }
+    if (cfg->auth.authenticator[0] != '\0' &&
+        (cfg->auth.bearer_token[0] != '\0' || cfg->auth.basic.username[0] != '\0')) {
+        return fc_errorf(err, FC_ECONFIG,
+                         "auth: set authenticator or the legacy bearer_token/basic, not both");
+    }
     r = fc_xcalloc(1, sizeof(*r));
     r->self = self;
     r->cfg = cfg;
@@ -118,10 +130,16 @@ static int pprof_start(struct fc_receiver *self, struct fc_host *host, struct fc
     struct pprof_receiver *r = self->ctx;
     struct fc_http_server *srv = fc_http_server_get(host->http, r->cfg->endpoint, err);
     size_t max = (size_t)r->cfg->max_request_body_size;
+    struct fc_auth *auth = NULL;
 
     if (srv == NULL || fc_http_server_tls(srv, &r->cfg->tls, self->id, err) != FC_OK) {
         return err->code;
     }
+    if (fc_extensions_auth(host->extensions, r->cfg->auth.authenticator, &auth, err) != FC_OK) {
+        return fc_error_wrap(err, "auth");
+    }
+    /* Every route of this receiver ingests: it needs the write role. */
+    fc_http_server_auth(srv, self->id, auth, FC_AUTH_WRITE);
     if (fc_http_route(srv, "POST", "/ingest", max, pprof_handle_ingest, r, self->id, err) ||
         fc_http_route(srv, "POST", "/pyroscope/ingest", max, pprof_handle_ingest, r, self->id,
                       err) ||

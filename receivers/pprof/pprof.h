@@ -20,7 +20,8 @@ struct pprof_config {
     struct fc_input_limits limits; /* the caps every receiver shares (core/limits.h) */
     int64_t retry_after;
     struct {
-        const char *bearer_token;
+        const char *authenticator; /* an auth extension (core/extensions.h); exclusive with: */
+        const char *bearer_token;  /* the legacy keys */
         struct {
             const char *username;
             const char *password;

@@ -16,6 +16,7 @@ const path = require('node:path');
 const zlib = require('node:zlib');
 const { startCollector } = require('./collector.js');
 const { views } = require('./views.js');
+const { more } = require('./more.js');
 
 const BIN = process.env.FLAMECOL_BIN || 'build/flamecol';
 const CORPUS = process.env.FLAMECOL_CORPUS || 'tests/corpus';
@@ -198,11 +199,16 @@ async function main() {
     // cum%, flat and flat% for a function drawn as one block.
     const single = [...ref.rows].filter(([n, r]) => r.flat > 0 && drawn.filter((b) => b.name === n).length === 1)
       .sort((a, b) => b[1].cum - a[1].cum)[0];
+    // The file also has a sample count (sample_index=0, the service's
+    // process_cpu:samples type): the tooltip adds the block's samples, total
+    // and self, as pprof's cum and flat of that index.
     const hot = drawn.find((b) => b.name === single[0]);
+    const refCount = pprofTop('go-1s-cpu', 0).rows.get(single[0]);
+    await page.waitForFunction(() => window.flamecol.counts());
     const pbox = await page.locator('#flame').boundingBox();
     await page.mouse.move(pbox.x + hot.x + hot.w / 2, pbox.y + hot.y + hot.h / 2);
     assert.equal(await page.textContent('#tooltip'), `${single[0]}Total: ${ns(single[1].cum)} (${single[1].cumPct})` +
-      `Self: ${ns(single[1].flat)} (${single[1].flatPct})`);
+      `Self: ${ns(single[1].flat)} (${single[1].flatPct})Samples: ${refCount.cum} (self ${refCount.flat})`);
 
     // Sandwich from the table: runtime.mallocgc becomes the root, with
     // pprof's cum as its total and flat as its self; its callers above it.
@@ -692,6 +698,8 @@ async function main() {
 
     // The views of part 2 (tests/ui/views.js).
     await views({ newPage, base, corpus: CORPUS, artifacts: ARTIFACTS, range, ns, handUrl, push, T0, t1, t2, spansvc: true, bin: BIN });
+    // The rest (tests/ui/more.js): object counts in the tooltip, source view.
+    await more({ newPage, base, corpus: CORPUS, artifacts: ARTIFACTS, range, push, collector, bin: BIN });
 
     // An empty store shows its hint where it is seen.
     const emptyCollector = await startCollector(BIN);

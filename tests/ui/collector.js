@@ -18,15 +18,23 @@ function freePort() {
   });
 }
 
-// Starts bin and waits for /ready. Returns {base, log(), stop()}.
-async function startCollector(bin) {
+function sourceRoots(roots) {
+  if (!roots) return '';
+  return '      ui:\n        source_roots:\n' +
+    Object.entries(roots).map(([k, v]) => `          ${JSON.stringify(k)}: ${JSON.stringify(v)}\n`).join('');
+}
+
+// Starts bin and waits for /ready. Returns {base, log(), stop()}. opts.sourceRoots:
+// the store's query.ui.source_roots ({prefix: local directory}).
+async function startCollector(bin, opts) {
   const port = await freePort();
   const metrics = await freePort();
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'flamecol-ui-'));
   const template = fs.readFileSync(path.join(__dirname, '..', 'integration', 'store_pipeline.yaml'), 'utf8');
   const config = path.join(dir, 'config.yaml');
   fs.writeFileSync(config, template.replace(/\{port\}/g, port).replace(/\{metrics\}/g, metrics)
-    .replace(/\{dir\}/g, dir).replace('{sync}', 'batch').replace('{retention}', '0'));
+    .replace(/\{dir\}/g, dir).replace('{sync}', 'batch').replace('{retention}', '0')
+    .replace('      max_query_length: 0\n', '      max_query_length: 0\n' + sourceRoots(opts && opts.sourceRoots)));
   let out = '';
   const child = spawn(bin, ['--config', config], { stdio: ['ignore', 'pipe', 'pipe'] });
   child.stdout.on('data', (d) => { out += d; });

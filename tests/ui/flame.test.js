@@ -218,3 +218,15 @@ test('timeTicks: whole local steps at least minGap apart', () => {
   assert.equal(wide[0].x, 1800 / 144);
   assert.deepEqual(Flame.timeTicks(5, 5, 100, 0), []);
 });
+
+test('countType: the count type of the same profile, when the service has it', () => {
+  const types = ['process_cpu:cpu:nanoseconds:cpu:nanoseconds', 'process_cpu:samples:count:cpu:nanoseconds',
+    'memory:alloc_space:bytes:space:bytes', 'memory:alloc_objects:count:space:bytes', 'memory:inuse_space:bytes:space:bytes'];
+  assert.deepEqual(Flame.countType(types[0], types), { id: types[1], label: 'Samples' });
+  assert.deepEqual(Flame.countType(types[2], types), { id: types[3], label: 'Objects' });
+  // no inuse_objects among the types; counts have no count of their own
+  assert.equal(Flame.countType(types[4], types), null);
+  assert.equal(Flame.countType(types[1], types), null);
+  // another period type is another profile
+  assert.equal(Flame.countType('process_cpu:cpu:nanoseconds:cpu:nanoseconds', ['process_cpu:samples:count::']), null);
+});

@@ -180,9 +180,13 @@ static void test_only_profiles_pipelines_and_known_top_keys(void **state)
                  "  pipelines:\n"
                  "    traces: {receivers: [pprof], exporters: [debug]}\n",
                  "test.yaml:5:5:", "profiles pipelines only");
+    expect_error("connectors: {forward: }\n"
+                 "receivers: {pprof: }\n",
+                 "test.yaml:1:1:", "unknown top-level key 'connectors'");
+    /* extensions: only the auth type (core/extensions.c) */
     expect_error("extensions: {health_check: }\n"
                  "receivers: {pprof: }\n",
-                 "test.yaml:1:1:", "unknown top-level key 'extensions'");
+                 "test.yaml:1:14:", "unknown extension 'health_check'");
 }
 
 static void test_yaml_syntax_error_has_position(void **state)
