@@ -3,6 +3,7 @@
 
 #include "core/http_server.h"
 
+#include <stdio.h>
 #include <string.h>
 
 const struct fc_ui_asset *fc_ui_asset(const char *name)
@@ -68,11 +69,19 @@ static void on_asset(void *ctx, const struct fc_http_request *req, struct fc_htt
     fc_http_response_header(resp, "Cache-Control", "no-cache");
 }
 
+/*
+ * The static files hold no data: they are public even behind auth (the
+ * owner's "#public" mark, core/http_auth.c), so that the login form loads;
+ * every API call of the UI carries the user's credential.
+ */
 int store_ui_routes(struct fc_http_server *srv, const char *owner, struct fc_error *err)
 {
-    if (fc_http_route(srv, "GET", "/", 0, on_asset, NULL, owner, err) != FC_OK ||
-        fc_http_route(srv, "GET", "/ui/*", 0, on_asset, NULL, owner, err) != FC_OK ||
-        fc_http_route(srv, "GET", "/favicon.ico", 0, on_favicon, NULL, owner, err) != FC_OK) {
+    char pub[128];
+
+    snprintf(pub, sizeof(pub), "%s#public", owner);
+    if (fc_http_route(srv, "GET", "/", 0, on_asset, NULL, pub, err) != FC_OK ||
+        fc_http_route(srv, "GET", "/ui/*", 0, on_asset, NULL, pub, err) != FC_OK ||
+        fc_http_route(srv, "GET", "/favicon.ico", 0, on_favicon, NULL, pub, err) != FC_OK) {
         return FC_ECONFIG;
     }
     return FC_OK;

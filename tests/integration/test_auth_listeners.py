@@ -241,14 +241,16 @@ class AuthEveryRouteTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.c = start()
-        cls.routes = routes(cls.c)
+        cls.all_routes = routes(cls.c)
+        # The UI's static files (no data) are public so that its login form loads.
+        cls.routes = [r for r in cls.all_routes if r[4] != "public"]
 
     @classmethod
     def tearDownClass(cls):
         assert cls.c.stop() == 0, cls.c.log()
 
     def test_routes_are_enumerated_from_the_server(self):
-        paths = {(m, p) for m, p, _, _, _ in self.routes}
+        paths = {(m, p) for m, p, _, _, _ in self.all_routes}
         # The enumeration is the server's; these must be among them (it is not empty or partial).
         for want in (("POST", "/ingest"), ("POST", "/pyroscope/ingest"),
                      ("POST", "/push.v1.PusherService/Push"), ("POST", "/v1development/profiles"),
@@ -262,6 +264,11 @@ class AuthEveryRouteTest(unittest.TestCase):
         for method, path, _, owner, auth in self.routes:
             want = "write" if owner in ("pprof", "otlp") else "read"
             self.assertEqual(auth, want, (method, path, owner))
+        public = {(m, p, o) for m, p, _, o, a in self.all_routes if a == "public"}
+        self.assertEqual(public, {("GET", "/", "store"), ("GET", "/ui/*", "store"),
+                                  ("GET", "/favicon.ico", "store")})
+        for path in ("/", "/ui/app.js", "/ui/view_login.js", "/favicon.ico"):
+            self.assertEqual(request(self.c.ports["port"], "GET", path)[0], 200, path)
 
     def test_every_route_without_credentials_is_401(self):
         self.assertGreater(len(self.routes), 10)

@@ -17,6 +17,7 @@ const zlib = require('node:zlib');
 const { startCollector } = require('./collector.js');
 const { views } = require('./views.js');
 const { more } = require('./more.js');
+const { auth } = require('./auth.js');
 
 const BIN = process.env.FLAMECOL_BIN || 'build/flamecol';
 const CORPUS = process.env.FLAMECOL_CORPUS || 'tests/corpus';
@@ -700,6 +701,9 @@ async function main() {
     await views({ newPage, base, corpus: CORPUS, artifacts: ARTIFACTS, range, ns, handUrl, push, T0, t1, t2, spansvc: true, bin: BIN });
     // The rest (tests/ui/more.js): object counts in the tooltip, source view.
     await more({ newPage, base, corpus: CORPUS, artifacts: ARTIFACTS, range, push, collector, bin: BIN });
+
+    // Behind authentication (tests/ui/auth.js): the login form; a collector of its own.
+    await auth({ browser, bin: BIN, artifacts: ARTIFACTS });
 
     // An empty store shows its hint where it is seen.
     const emptyCollector = await startCollector(BIN);
