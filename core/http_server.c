@@ -860,7 +860,6 @@ static int start_server(struct fc_http_registry *reg, struct fc_http_server *s,
     struct MHD_OptionItem tls_opts[4] = {{MHD_OPTION_END, 0, NULL}};
     struct fc_tls_pem *pem = &s->mhd_pem;
 
-    fc_tls_warn_plaintext("http", s->endpoint, fc_tls_server_on(&s->tls_cfg));
     if (fc_tls_server_on(&s->tls_cfg)) {
         /* The key and certificate MHD loads are only its defaults: every connection is given
          * the current generation's credentials as it starts (tls_attach). */
@@ -894,6 +893,13 @@ static int start_server(struct fc_http_registry *reg, struct fc_http_server *s,
     s->cut_client_cap =
         fc_server_refused_counter("http", s->endpoint, "max_connections_per_client");
     fc_http_resolve_routes(s);
+    {
+        bool auth = false;
+        for (size_t i = 0; i < s->n_routes; i++) {
+            auth = auth || s->routes[i].auth != NULL;
+        }
+        fc_tls_warn_plaintext("http", s->endpoint, fc_tls_server_on(&s->tls_cfg), auth);
+    }
     s->pool = fc_workpool_new("http", s->endpoint, reg->opts.max_in_flight);
     s->daemon = MHD_start_daemon(
         flags, 0, NULL, NULL, on_request, s, MHD_OPTION_LISTEN_SOCKET, s->listen_fd,

@@ -255,23 +255,25 @@ uint64_t fc_tls_server_pem(struct fc_tls_server *t, struct fc_tls_pem *out)
     return gen;
 }
 
-void fc_tls_warn_plaintext(const char *what, const char *endpoint, bool tls)
+void fc_tls_warn_plaintext(const char *what, const char *endpoint, bool tls, bool auth)
 {
     char host[256];
     uint16_t port;
     struct fc_error err = {0};
 
-    if (tls || fc_parse_endpoint(endpoint, host, sizeof(host), &port, &err) != FC_OK) {
+    if ((tls && auth) || fc_parse_endpoint(endpoint, host, sizeof(host), &port, &err) != FC_OK) {
         return;
     }
     if (strcmp(host, "localhost") == 0 || strncmp(host, "127.", 4) == 0 ||
         strcmp(host, "::1") == 0) {
         return;
     }
-    fc_log_warn(what,
-                "%s listens on a non-loopback address without tls: anyone who can reach it "
-                "can read and send in clear (and there is no authentication yet)",
-                endpoint);
+    fc_log_warn(what, "%s listens on a non-loopback address without %s: %s", endpoint,
+                !tls && !auth ? "tls and auth"
+                : !tls        ? "tls"
+                              : "auth",
+                !auth ? "anyone who can reach it can read and send (add an auth extension)"
+                      : "credentials and data travel in clear (add a tls block)");
 }
 
 /* ---- GnuTLS credentials (libmicrohttpd's TLS) ------------------------------------------ */

@@ -98,7 +98,7 @@ struct fc_tls_cred *fc_tls_cred_build(const struct fc_tls_pem *pem, uint64_t gen
                                       struct fc_error *err);
 void fc_tls_cred_unref(struct fc_tls_cred *c);
 
-/* Logs one warning when endpoint's host is not loopback and TLS is off. */
-void fc_tls_warn_plaintext(const char *what, const char *endpoint, bool tls);
+/* Logs one warning when endpoint's host is not loopback and TLS or authentication is off. */
+void fc_tls_warn_plaintext(const char *what, const char *endpoint, bool tls, bool auth);
 
 #endif

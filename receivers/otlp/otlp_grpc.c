@@ -531,7 +531,7 @@ int otlp_grpc_start(struct otlp_receiver *r, struct fc_error *err)
     }
     close(probe);
     fc_tls_warn_plaintext(r->self->id, r->cfg->protocols.grpc.endpoint,
-                          fc_tls_server_on(&r->cfg->protocols.grpc.tls));
+                          fc_tls_server_on(&r->cfg->protocols.grpc.tls), r->grpc_auth != NULL);
     grpc_init();
     g->r = r;
     pthread_mutex_init(&g->lock, NULL);

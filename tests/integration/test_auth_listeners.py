@@ -498,6 +498,32 @@ service:
             self.assertEqual(c.stop(), 0, c.log())
 
 
+class ExposedListenerWarningTest(unittest.TestCase):
+    """A listener beyond loopback with an authenticator but no tls is warned about the
+    missing tls only; the telemetry listener, on loopback, is not warned about."""
+
+    def test_warning_names_what_is_missing(self):
+        c = Collector("""
+extensions:
+  auth: {bearer_tokens: [{token: %s, tenant: team-a}]}
+receivers:
+  pprof: {endpoint: 0.0.0.0:{port}, auth: {authenticator: auth}}
+  otlp: {protocols: {grpc: {endpoint: 0.0.0.0:{grpc}, auth: {authenticator: auth}}}}
+exporters:
+  nop:
+service:
+  extensions: [auth]
+  telemetry: {metrics: {endpoint: 127.0.0.1:{metrics}}}
+  pipelines: {profiles: {receivers: [pprof, otlp], exporters: [nop]}}
+""".replace("{grpc}", str(free_port())) % TOKEN_A)
+        with c:
+            self.assertEqual(c.stop(), 0, c.log())
+        exposed = [l for l in c.log().splitlines() if "non-loopback" in l]
+        self.assertEqual(len(exposed), 2, c.log())
+        for line in exposed:
+            self.assertIn("without tls: ", line)  # not "without tls and auth"
+
+
 class ConfigTest(unittest.TestCase):
     BASE = """
 extensions:

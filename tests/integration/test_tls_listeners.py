@@ -424,6 +424,7 @@ class ConfigTest(unittest.TestCase):
         warnings = [l for l in c.log().splitlines() if "non-loopback" in l]
         self.assertEqual(len(warnings), 1, c.log())
         self.assertIn("0.0.0.0:%d" % c.ports["port"], warnings[0])
+        self.assertIn("without tls and auth", warnings[0])
 
 
 if __name__ == "__main__":
