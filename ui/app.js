@@ -257,6 +257,8 @@
       return;
     }
     try {
+      /* the findings beside the graph, fetched meanwhile: shown before the graph is drawn, so its width stays */
+      const findings = state.diff ? null : loadFindings().catch(() => {});
       const span = !state.diff && (state.trace_id || state.span_id);
       let doc;
       let nodesMerged = '?';
@@ -298,10 +300,10 @@
       $('dl-pprof').href = renderUrl('pprof');
       $('dl-folded').href = renderUrl('folded');
       $('dl-json').href = state.diff ? diffUrl() : renderUrl('json');
+      if (findings) await findings; else FindingsView.hide($('findings'));
       drawTimeline();
       drawGroups();
       drawAll();
-      if (!state.diff) loadFindings(); else $('findings').innerHTML = '';
       if (!state.diff && !span) loadCounts(data).catch(() => {});
       showFunction();
       $('status').textContent = Flame.formatValue(doc.flamebearer.numTicks, data.units) + ' total, ' +
@@ -330,36 +332,13 @@
     return r.ok ? (await r.json()).timeline : null;
   }
 
-  /* Findings in a strip above the graph; each name searches for itself. */
-  async function loadFindings() {
-    const p = new URLSearchParams(Object.assign({ query: query() }, rangeParams()));
-    const r = await fetch('api/v1/findings?' + p.toString());
-    if (!r.ok) return;
-    const f = await r.json();
-    const el = $('findings');
-    el.innerHTML = '';
-    const item = (name, text) => {
-      const b = document.createElement('button');
-      b.className = 'finding';
-      b.textContent = text;
-      b.title = name + ' (click: search)';
-      b.onclick = () => { state.search = name; $('search').value = name; drawAll(); };
-      return b;
-    };
-    const top = document.createElement('div');
-    top.className = 'top';
-    top.appendChild(Object.assign(document.createElement('b'), { textContent: 'Top: ' }));
-    for (const t of (f.top || []).slice(0, 5)) {
-      top.appendChild(item(t.name, t.name + ' ' + (100 * t.self_share).toFixed(1) + '%'));
-    }
-    const path = document.createElement('div');
-    path.className = 'path';
-    path.appendChild(Object.assign(document.createElement('b'), { textContent: 'Hottest path: ' }));
-    (f.hottest_path || []).forEach((n, i) => {
-      if (i) path.appendChild(document.createTextNode(' → '));
-      path.appendChild(item(n.name, n.name));
+  /* Findings (ui/view_findings.js): each opens the block menu for its function. */
+  function loadFindings() {
+    const url = 'api/v1/findings?' + new URLSearchParams(Object.assign({ query: query() }, rangeParams())).toString();
+    return FindingsView.show($('findings'), {
+      url, levels: () => (data ? data.levels : []),
+      open: (name, at, x, y) => openMenu(x, y, name, at),
     });
-    el.append(top, path);
   }
 
   /* ---- timeline (drag to select a sub-range) ---- */
@@ -623,29 +602,36 @@
   }
   function menu(e) {
     const r = rectAt(e.offsetX, e.offsetY);
+    if (!r) { $('menu').hidden = true; return; }
+    openMenu(e.clientX, e.clientY, r.block.name, { level: r.block.level, index: r.block.index });
+  }
+  /* The block menu at (x, y) for a function; at: its block in the graph ({level, index}) or null. */
+  function openMenu(x, y, name, at) {
     const m = $('menu');
-    if (!r) { m.hidden = true; return; }
-    m.style.left = e.clientX + 'px';
-    m.style.top = e.clientY + 'px';
+    m.style.left = x + 'px';
+    m.style.top = y + 'px';
     /* no sandwich of a diff; no focus inside a sandwich (its blocks are not the graph's) */
     m.querySelector('[data-act="sandwich"]').hidden = !!data.diff;
-    m.querySelector('[data-act="focus"]').hidden = !!state.sandwich && !data.diff;
+    m.querySelector('[data-act="focus"]').hidden = (!!state.sandwich && !data.diff) || !at;
     m.hidden = false;
     m.onclick = (ev) => {
       const act = ev.target.dataset.act;
       m.hidden = true;
       if (act === 'focus') {
-        if (!state.sandwich) {
-          state.focus = { level: r.block.level, index: r.block.index };
-          focusPath = Flame.pathOf(data.levels, r.block.level, r.block.index);
+        if (!state.sandwich && at) {
+          state.focus = { level: at.level, index: at.index };
+          focusPath = Flame.pathOf(data.levels, at.level, at.index);
         }
       } else if (act === 'sandwich' && !data.diff) {
-        state.sandwich = r.block.name;
+        state.sandwich = name;
         state.focus = null;
+      } else if (act === 'search') {
+        state.search = name;
+        $('search').value = name;
       } else if (act === 'details') {
-        fnCtx.pick(r.block.name);
+        fnCtx.pick(name);
       } else if (act === 'copy' && navigator.clipboard) {
-        navigator.clipboard.writeText(r.block.name);
+        navigator.clipboard.writeText(name);
       }
       writeUrl();
       drawAll();
@@ -978,6 +964,7 @@
       const sum = (t) => (t ? t.samples.reduce((a, b) => a + b, 0) : null);
       return { selection: sum(data && data.doc.timeline), baseline: sum(data && data.btimeline) };
     },
+    findings: () => FindingsView.drawn(), /* the findings panel: {top: [{name, share}], path: [name]} */
     sides: () => CompareView.drawn(), /* the compare page's two graphs: {a, b} */
     tiles: () => pageTiles, /* the page's answer: overview tiles [{service, type, total, points}], labels [{label, values}] */
     fn: () => (state.fn && fnShown && fnShown.function === state.fn ? fnShown : null), /* the details panel's answer */

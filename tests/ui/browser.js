@@ -593,7 +593,8 @@ async function main() {
     assert.equal(json.flamebearer.numTicks, ref.total);
 
     // Findings are above the fold, beside the graph's top; their top function
-    // is pprof's top flat one, and a click searches for it.
+    // is pprof's top flat one, and a click opens the block menu, whose
+    // Search searches for it (more in tests/ui/findings.js).
     await page.setViewportSize({ width: 1400, height: 900 });
     await page.click('button[data-view="both"]');
     await page.waitForSelector('#findings .finding');
@@ -602,6 +603,7 @@ async function main() {
     const first = page.locator('#findings .top .finding').first();
     assert.ok((await first.textContent()).startsWith(top + ' '), await first.textContent());
     await first.click();
+    await page.click('#menu button[data-act="search"]');
     assert.equal((await page.evaluate(() => window.flamecol.state())).search, top);
     await page.click('#pills .pill button');
 

@@ -10,6 +10,7 @@ const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 const { startCollector } = require('./collector.js');
+const { findings } = require('./findings.js');
 
 const SPACE = 'memory:alloc_space:bytes:space:bytes';
 const CPU = 'process_cpu:cpu:nanoseconds:cpu:nanoseconds';
@@ -147,6 +148,7 @@ async function sourceView(ctx) {
 async function more(ctx) {
   await objectCounts(ctx);
   await sourceView(ctx);
+  await findings(ctx);
 }
 
 module.exports = { more, topCounts };
