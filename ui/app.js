@@ -28,6 +28,8 @@
   let rects = []; /* what the main canvas shows, for hit tests */
   let callerRects = []; /* the sandwich's callers canvas */
   let focusPath = null; /* the focused block's stack of names, to find it again in a new answer */
+  let loadSeq = 0; /* the newest load(): an older answer arriving late draws nothing */
+  let filterError = ''; /* a filter that did not parse: said until the box is fixed, not overwritten by a load */
   let ticks = []; /* the timeline's time axis: [{t, x, label}] */
 
   /* ---- URL state ---- */
@@ -247,6 +249,12 @@
     document.body.classList.toggle('labels-page', state.page === 'labels');
     if (state.page && state.page !== 'compare') return showPage();
     if (state.page !== 'compare') CompareView.hide();
+    const seq = ++loadSeq;
+    const stale = () => {
+      if (seq === loadSeq) return false;
+      window.flamecol.staleLoads++;
+      return true;
+    };
     $('status').textContent = 'loading…';
     $('status').className = '';
     const empty = !state.service || !state.type;
@@ -271,6 +279,7 @@
         const r = await fetch(state.diff ? diffUrl() : renderUrl('json'));
         doc = await r.json();
         if (!r.ok) throw new Error(doc.message || r.statusText);
+        if (stale()) return;
         nodesMerged = r.headers.get('X-Flamecol-Nodes-Merged') || '?';
       }
       if (state.diff) {
@@ -281,6 +290,7 @@
         /* the timelines of both sides, each over the window holding both */
         const win = diffWindow();
         const [rt, lt] = await Promise.all([timelineOf(query(), win), timelineOf(baseQuery(), win)]);
+        if (stale()) return;
         data.doc.timeline = rt;
         data.btimeline = lt;
         if (state.page === 'compare') {
@@ -301,6 +311,7 @@
       $('dl-folded').href = renderUrl('folded');
       $('dl-json').href = state.diff ? diffUrl() : renderUrl('json');
       if (findings) await findings; else FindingsView.hide($('findings'));
+      if (stale()) return;
       drawTimeline();
       drawGroups();
       drawAll();
@@ -308,7 +319,9 @@
       showFunction();
       $('status').textContent = Flame.formatValue(doc.flamebearer.numTicks, data.units) + ' total, ' +
         nodesMerged + ' windows merged';
+      if (filterError) showFilterError();
     } catch (e) {
+      if (stale()) return;
       $('status').textContent = String(e.message || e);
       $('status').className = 'error';
     }
@@ -828,18 +841,23 @@
       state.buntil = String(a);
     }
   }
+  function showFilterError() {
+    $('status').textContent = 'filter: ' + filterError;
+    $('status').className = 'error';
+  }
   /* The filter box takes label matchers or a whole Pyroscope query. */
   async function applyFilter(text) {
     let q;
     try {
       q = Flame.parseQuery(text);
     } catch (e) {
-      $('status').textContent = 'filter: ' + e.message;
-      $('status').className = 'error';
+      filterError = e.message;
+      showFilterError();
       $('filter').classList.add('bad');
       $('filter').title = e.message;
       return;
     }
+    filterError = '';
     $('filter').classList.remove('bad');
     $('filter').title = '';
     const repick = (q.service && q.service !== state.service) || (q.type && q.type !== state.type);
@@ -950,6 +968,7 @@
   /* What is drawn, for scripts and the browser test (tests/ui/browser.js). */
   window.flamecol = {
     draws: 0,
+    staleLoads: 0, /* answers that arrived after a newer load began, and were not drawn */
     lastDrawMs: 0, /* how long the last flame-graph draw took (bench/ui_draw.js) */
     firstDrawAt: 0, /* performance.now() of the first draw */
     pageDrawnAt: 0, /* performance.now() when an overview or labels page had every tile drawn */

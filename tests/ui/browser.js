@@ -558,7 +558,39 @@ async function main() {
     await p2.waitForFunction(() => document.getElementById('status').textContent.startsWith('400 ms total'));
     assert.equal((await p2.evaluate(() => window.flamecol.state())).focus, null);
     assert.equal(await p2.textContent('#pills'), '');
-    // A query with a profile type and a service switches both.
+    // An older answer arriving after a newer one is not drawn: the render of
+    // a filter matching nothing is held while an unfiltered one is answered.
+    let releaseFirst;
+    const firstHeld = new Promise((resolve) => { releaseFirst = resolve; });
+    let seen = 0;
+    await p2.route(/\/pyroscope\/render\?/, async (route) => {
+      if (++seen === 1) await firstHeld;
+      await route.continue();
+    });
+    await p2.fill('#filter', '{worker="nobody"}');
+    await p2.press('#filter', 'Enter');
+    await p2.waitForFunction(() => /^loading/.test(document.getElementById('status').textContent));
+    await p2.fill('#filter', '');
+    await p2.press('#filter', 'Enter');
+    await p2.waitForFunction(() => document.getElementById('status').textContent.startsWith('400 ms total'));
+    const newer = await p2.textContent('#status');
+    const newerDrawn = await p2.evaluate(() => window.flamecol.drawn().length);
+    releaseFirst();
+    await p2.waitForFunction(() => window.flamecol.staleLoads > 0);
+    await p2.unroute(/\/pyroscope\/render\?/);
+    assert.equal(await p2.textContent('#status'), newer, 'the older, empty answer is not shown');
+    assert.equal(await p2.evaluate(() => window.flamecol.drawn().length), newerDrawn);
+    // A query with a profile type and a service switches both. Its render
+    // answer is held back until a bad filter has been typed: the late answer
+    // must neither hide the filter's error nor (being older) draw over a newer one.
+    let releaseRender;
+    const renderHeld = new Promise((resolve) => { releaseRender = resolve; });
+    let heldRenders = 0;
+    await p2.route(/\/pyroscope\/render\?/, async (route) => {
+      heldRenders++;
+      await renderHeld;
+      await route.continue();
+    });
     await p2.fill('#filter', `${CPU}{service_name="shop"}`);
     await p2.press('#filter', 'Enter');
     await p2.waitForFunction(() => window.flamecol.state().service === 'shop' && document.getElementById('service').value === 'shop');
@@ -567,6 +599,12 @@ async function main() {
     await p2.fill('#filter', '{worker=a}');
     await p2.press('#filter', 'Enter');
     await p2.waitForFunction(() => /not a label matcher/.test(document.getElementById('status').textContent));
+    assert.ok(heldRenders >= 1, 'the shop render was held back');
+    const drawsBefore = await p2.evaluate(() => window.flamecol.draws);
+    releaseRender();
+    /* the late answer is drawn (the status is written in the same task) */
+    await p2.waitForFunction((n) => window.flamecol.draws > n, drawsBefore);
+    assert.match(await p2.textContent('#status'), /not a label matcher/, 'the filter error outlives the late render');
     assert.equal(await p2.$eval('#filter', (e) => e.classList.contains('bad')), true);
     await p2.close();
 
@@ -578,7 +616,15 @@ async function main() {
     const kw = await ktm.$eval('#timeline', (c) => c.clientWidth);
     const ticks = await ktm.evaluate(() => window.flamecol.ticks());
     assert.ok(ticks.length >= 5, JSON.stringify(ticks));
-    const hm = (t) => new Date(t * 1000).toLocaleTimeString('en-GB', { timeZone: 'Asia/Kathmandu', hour: '2-digit', minute: '2-digit' });
+    /* local HH:MM, but local midnight is labelled with its date (MM-DD) */
+    const hm = (t) => {
+      const z = { timeZone: 'Asia/Kathmandu' };
+      const time = new Date(t * 1000).toLocaleTimeString('en-GB', Object.assign({ hour: '2-digit', minute: '2-digit' }, z));
+      if (time !== '00:00') return time;
+      const p = Object.fromEntries(new Intl.DateTimeFormat('en-GB', Object.assign({ month: '2-digit', day: '2-digit' }, z))
+        .formatToParts(new Date(t * 1000)).map((x) => [x.type, x.value]));
+      return `${p.month}-${p.day}`;
+    };
     ticks.forEach((tk, i) => {
       assert.equal((tk.t + 20700) % 120, 0, `tick ${tk.t} on a whole local 2 min`);
       if (i) assert.equal(tk.t - ticks[i - 1].t, 120);
