@@ -82,20 +82,6 @@ void fc_http_auth_refusal(struct fc_http_server *s, const struct route *r, const
     }
 }
 
-/*
- * A route whose owner ends in "#public" (the static files of the web UI,
- * exporters/store/ui.c: no data) is served without credentials even when
- * its owner has an authenticator, so that the UI's login form can load.
- */
-static size_t owner_len(const char *owner, bool *public_route)
-{
-    static const char mark[] = "#public";
-    size_t n = strlen(owner);
-
-    *public_route = n >= sizeof(mark) - 1 && strcmp(owner + n - (sizeof(mark) - 1), mark) == 0;
-    return *public_route ? n - (sizeof(mark) - 1) : n;
-}
-
 /* At start: each route takes its owner's authenticator; every route is logged. */
 void fc_http_resolve_routes(struct fc_http_server *s)
 {
@@ -103,8 +89,7 @@ void fc_http_resolve_routes(struct fc_http_server *s)
 
     for (size_t i = 0; i < s->n_routes; i++) {
         struct route *r = &s->routes[i];
-        bool public_route;
-        size_t n = owner_len(r->owner, &public_route);
+        bool public_route = r->public_route;
 
         r->auth = NULL;
         r->need = 0;
@@ -119,8 +104,8 @@ void fc_http_resolve_routes(struct fc_http_server *s)
         } else if (!public_route) {
             open_owner = r->owner;
         }
-        fc_log_debug("http", "route %s %s%s on %s owner=%.*s auth=%s", r->method ? r->method : "*",
-                     r->path, r->prefix ? "*" : "", s->endpoint, (int)n, r->owner,
+        fc_log_debug("http", "route %s %s%s on %s owner=%s auth=%s", r->method ? r->method : "*",
+                     r->path, r->prefix ? "*" : "", s->endpoint, r->owner,
                      public_route              ? "public"
                      : r->auth == NULL         ? "none"
                      : r->need & FC_AUTH_WRITE ? "write"

@@ -307,6 +307,17 @@ int fc_http_route(struct fc_http_server *srv, const char *method, const char *pa
     r->fn = fn;
     r->ctx = ctx;
     r->owner = fc_xstrdup(owner);
+    r->public_route = false;
+    return FC_OK;
+}
+
+int fc_http_route_public(struct fc_http_server *srv, const char *method, const char *path,
+                         fc_http_handler_fn fn, void *ctx, const char *owner, struct fc_error *err)
+{
+    if (fc_http_route(srv, method, path, 0, fn, ctx, owner, err) != FC_OK) {
+        return FC_ECONFIG;
+    }
+    srv->routes[srv->n_routes - 1].public_route = true;
     return FC_OK;
 }
 

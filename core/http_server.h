@@ -114,6 +114,13 @@ void fc_http_server_auth(struct fc_http_server *srv, const char *owner, struct f
  */
 int fc_http_route(struct fc_http_server *srv, const char *method, const char *path, size_t max_body,
                   fc_http_handler_fn fn, void *ctx, const char *owner, struct fc_error *err);
+/*
+ * The same, for a route that holds no data (the web UI's static files): it is
+ * served without credentials even when its owner has an authenticator, so
+ * that the UI's login form can load.
+ */
+int fc_http_route_public(struct fc_http_server *srv, const char *method, const char *path,
+                         fc_http_handler_fn fn, void *ctx, const char *owner, struct fc_error *err);
 
 /* Starts listening on every endpoint; fails (and listens nowhere) if one cannot bind. */
 int fc_http_registry_start(struct fc_http_registry *reg, struct fc_error *err);

@@ -28,6 +28,7 @@ struct route {
     fc_http_handler_fn fn;
     void *ctx;
     char *owner;
+    bool public_route;    /* served without credentials even when its owner has an authenticator */
     struct fc_auth *auth; /* set at start from the owner's (fc_http_server_auth); NULL: none */
     unsigned need;        /* FC_AUTH_READ / FC_AUTH_WRITE */
 };

@@ -70,18 +70,15 @@ static void on_asset(void *ctx, const struct fc_http_request *req, struct fc_htt
 }
 
 /*
- * The static files hold no data: they are public even behind auth (the
- * owner's "#public" mark, core/http_auth.c), so that the login form loads;
- * every API call of the UI carries the user's credential.
+ * The static files hold no data: they are public even behind auth
+ * (fc_http_route_public), so that the login form loads; every API call of
+ * the UI carries the user's credential.
  */
 int store_ui_routes(struct fc_http_server *srv, const char *owner, struct fc_error *err)
 {
-    char pub[128];
-
-    snprintf(pub, sizeof(pub), "%s#public", owner);
-    if (fc_http_route(srv, "GET", "/", 0, on_asset, NULL, pub, err) != FC_OK ||
-        fc_http_route(srv, "GET", "/ui/*", 0, on_asset, NULL, pub, err) != FC_OK ||
-        fc_http_route(srv, "GET", "/favicon.ico", 0, on_favicon, NULL, pub, err) != FC_OK) {
+    if (fc_http_route_public(srv, "GET", "/", on_asset, NULL, owner, err) != FC_OK ||
+        fc_http_route_public(srv, "GET", "/ui/*", on_asset, NULL, owner, err) != FC_OK ||
+        fc_http_route_public(srv, "GET", "/favicon.ico", on_favicon, NULL, owner, err) != FC_OK) {
         return FC_ECONFIG;
     }
     return FC_OK;
