@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,8 +20,9 @@ const struct fc_field store_ui_fields[] = {
     {"source_roots", FC_FIELD_STR_MAP, NULL, UI_OFF(source_roots),
      "file path prefixes as in profiles mapped to local directories, e.g. "
      "`{\"/build/src/\": \"/home/me/src/\"}`: Function details then shows the source with each "
-     "line's cost (GET /api/v1/source serves only regular files inside these directories, up "
-     "to 1 MiB)"},
+     "line's cost (GET /api/v1/source serves only regular files inside these directories)"},
+    {"max_source_size", FC_FIELD_SIZE, "1MiB", UI_OFF(max_source_size),
+     "the largest source file GET /api/v1/source serves; a larger one is refused with 413"},
     {NULL},
 };
 
@@ -58,8 +60,8 @@ int store_source_map(const struct fc_str_map *roots, const char *file, char *out
     return n < 0 || (size_t)n >= size ? -1 : best;
 }
 
-int store_source_read(const struct fc_str_map *roots, const char *file, struct fc_buf *body,
-                      char *msg, size_t msize)
+int store_source_read(const struct fc_str_map *roots, const char *file, size_t max,
+                      struct fc_buf *body, char *msg, size_t msize)
 {
     char local[PATH_MAX];
     char root[PATH_MAX];
@@ -106,9 +108,9 @@ int store_source_read(const struct fc_str_map *roots, const char *file, struct f
         }
         return 404;
     }
-    if (st.st_size > (off_t)STORE_SOURCE_MAX) {
+    if ((uintmax_t)st.st_size > (uintmax_t)max) {
         close(fd);
-        snprintf(msg, msize, "%s is larger than %u bytes", file, STORE_SOURCE_MAX);
+        snprintf(msg, msize, "%s is larger than %zu bytes (query.ui.max_source_size)", file, max);
         return 413;
     }
     for (;;) {
@@ -125,9 +127,10 @@ int store_source_read(const struct fc_str_map *roots, const char *file, struct f
         if (got == 0) {
             break;
         }
-        if (body->len + (size_t)got > STORE_SOURCE_MAX) {
+        if (body->len + (size_t)got > max) {
             close(fd);
-            snprintf(msg, msize, "%s is larger than %u bytes", file, STORE_SOURCE_MAX);
+            snprintf(msg, msize, "%s is larger than %zu bytes (query.ui.max_source_size)", file,
+                     max);
             return 413;
         }
         fc_buf_append(body, chunk, (size_t)got);
@@ -142,8 +145,9 @@ static void on_source(void *ctx, const struct fc_http_request *req, struct fc_ht
     char msg[PATH_MAX + 128];
     int status;
 
-    status = store_source_read(&x->cfg->query.ui.source_roots, fc_http_query(req, "file"),
-                               &resp->body, msg, sizeof(msg));
+    status =
+        store_source_read(&x->cfg->query.ui.source_roots, fc_http_query(req, "file"),
+                          (size_t)x->cfg->query.ui.max_source_size, &resp->body, msg, sizeof(msg));
     if (status != 0) {
         fc_buf_reset(&resp->body);
         fc_http_response_text(resp, status, "%s", msg);

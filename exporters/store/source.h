@@ -3,7 +3,7 @@
  * maps path prefixes as they appear in profiles to local directories, and
  * GET /api/v1/source?file=<path as in the profile> answers the mapped file's
  * text. Only regular files that resolve (realpath) inside a configured root
- * are served, up to STORE_SOURCE_MAX bytes; nothing is listed.
+ * are served, up to query.ui.max_source_size bytes; nothing is listed.
  * GET /api/v1/source-roots answers the prefixes only (not the directories),
  * so that the UI asks only for files that are mapped.
  */
@@ -18,8 +18,6 @@
 struct fc_http_server;
 struct store_exporter;
 
-#define STORE_SOURCE_MAX (1u << 20)
-
 /* The fields of `query.ui` (offsets within the query block's ui member). */
 extern const struct fc_field store_ui_fields[];
 
@@ -33,11 +31,11 @@ int store_source_map(const struct fc_str_map *roots, const char *file, char *out
 
 /*
  * Reads the file `file` of a profile through roots into body: 0, or an HTTP
- * status (400, 403, 404, 413, 500) with msg set. 403 when the file resolves
- * outside its root (`..`, a symlink out of it).
+ * status (400, 403, 404, 413 past max bytes, 500) with msg set. 403 when the
+ * file resolves outside its root (`..`, a symlink out of it).
  */
-int store_source_read(const struct fc_str_map *roots, const char *file, struct fc_buf *body,
-                      char *msg, size_t msize);
+int store_source_read(const struct fc_str_map *roots, const char *file, size_t max,
+                      struct fc_buf *body, char *msg, size_t msize);
 
 /* Registers GET /api/v1/source and GET /api/v1/source-roots ({"prefixes": [...]}) on srv. */
 int store_source_routes(struct store_exporter *x, struct fc_http_server *srv, struct fc_error *err);

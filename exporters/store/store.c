@@ -77,6 +77,9 @@ static int store_create(struct fc_exporter *self, struct fc_error *err)
     if (cfg->query.max_nodes < 1 || cfg->query.max_nodes > 1048576) {
         return fc_errorf(err, FC_ECONFIG, "query.max_nodes must be between 1 and 1048576");
     }
+    if (cfg->query.ui.max_source_size < 1 || cfg->query.ui.max_source_size > (int64_t)1 << 30) {
+        return fc_errorf(err, FC_ECONFIG, "query.ui.max_source_size must be between 1 and 1GiB");
+    }
     if (fc_tls_server_check(&cfg->query.tls, err) != FC_OK) {
         return fc_error_wrap(err, "query");
     }

@@ -29,6 +29,7 @@ struct store_config {
         int64_t max_nodes;
         struct {
             struct fc_str_map source_roots; /* exporters/store/source.h */
+            int64_t max_source_size;
         } ui;
     } query;
 };

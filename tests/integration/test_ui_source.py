@@ -113,7 +113,7 @@ class SourceTest(unittest.TestCase):
             ("/elsewhere/app/work.go", 404, "no source root maps"),
             ("/build/srcx/app/work.go", 404, "no source root maps"),
             ("/gone/x.go", 404, "source root"),
-            ("/build/src/big.go", 413, "larger than 1048576 bytes"),
+            ("/build/src/big.go", 413, "larger than 1048576 bytes (query.ui.max_source_size)"),
         )
         for path, want, message in cases:
             status, text = self.source(path)
@@ -121,6 +121,21 @@ class SourceTest(unittest.TestCase):
             self.assertIn(message, text, path)
             self.assertNotIn("work.go line", text, path)
             self.assertNotIn(self.tree, text, "the local directory is not told")
+
+    def test_max_source_size(self):
+        # max_source_size 218: work.go (9 lines of 18 bytes, 3 of 19: 219) is refused, main.go (40) served
+        small = config({"/build/src/": os.path.join(self.tree, "src") + "/"}).replace(
+            "        source_roots:\n", "        max_source_size: 218\n        source_roots:\n")
+        c = Collector(small)
+        try:
+            c.wait_ready()
+            self.assertEqual(len(WORK_GO), 219)
+            status, text = self.source("/build/src/app/work.go", c)
+            self.assertEqual(status, 413, text)
+            self.assertIn("larger than 218 bytes", text)
+            self.assertEqual(self.source("/build/src/app/main.go", c), (200, MAIN_GO))
+        finally:
+            self.assertEqual(c.stop(), 0, c.log())
 
     def test_no_roots_no_source(self):
         c = Collector(STORE_PIPELINE.replace("{sync}", "batch").replace("{retention}", "0"))
