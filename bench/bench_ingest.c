@@ -86,10 +86,8 @@ int main(int argc, char **argv)
     int conns = argc > 4 ? atoi(argv[4]) : 8;
     char yaml[1024];
     double floor_rate, floor_mb;
-    pthread_t threads[64];
     pid_t pid;
-    double c0, c1;
-    int64_t t0, t1;
+    double wall, cpu;
 
     if (argc < 3) {
         fprintf(stderr, "usage: bench_ingest FLAMECOL_BIN CORPUS_DIR [seconds] [connections]\n");
@@ -116,22 +114,9 @@ int main(int argc, char **argv)
     printf("floor    (in-process gunzip + pprof decode, 1 thread): %8.0f profiles per CPU-second, "
            "%.1f MB/s\n",
            floor_rate, floor_mb);
-    c0 = bench_cpu_of(pid);
-    t0 = fc_now_mono_ns();
-    for (int i = 0; i < conns; i++) {
-        pthread_create(&threads[i], NULL, client, (void *)(uintptr_t)(i * 3));
-    }
-    fc_sleep_ns((int64_t)(seconds * 1e9));
-    atomic_store(&stop, 1);
-    for (int i = 0; i < conns; i++) {
-        pthread_join(threads[i], NULL);
-    }
-    t1 = fc_now_mono_ns();
-    c1 = bench_cpu_of(pid);
+    bench_run_clients(client, conns, 3, seconds, &stop, pid, &wall, &cpu);
     {
-        double wall = (double)(t1 - t0) / 1e9;
         double n = (double)atomic_load(&requests_done);
-        double cpu = c1 - c0;
         double per_cpu = n / cpu;
         printf(
             "pipeline (HTTP /ingest -> pprof receiver -> nop):      %8.0f profiles/s, %.1f MB/s, "

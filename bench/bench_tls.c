@@ -137,25 +137,11 @@ static grpc_channel *open_channel(int port, bool tls)
 /* Requests per collector CPU-second of one phase. */
 static double phase(const char *name, void *(*fn)(void *), int n, double seconds, pid_t pid)
 {
-    pthread_t threads[64];
-    double c0, cpu, wall;
-    int64_t t0;
+    double cpu, wall;
 
-    atomic_store(&stop, 0);
     atomic_store(&done, 0);
     atomic_store(&failures, 0);
-    c0 = bench_cpu_of(pid);
-    t0 = fc_now_mono_ns();
-    for (int i = 0; i < n; i++) {
-        pthread_create(&threads[i], NULL, fn, (void *)(uintptr_t)(i * 5));
-    }
-    fc_sleep_ns((int64_t)(seconds * 1e9));
-    atomic_store(&stop, 1);
-    for (int i = 0; i < n; i++) {
-        pthread_join(threads[i], NULL);
-    }
-    wall = (double)(fc_now_mono_ns() - t0) / 1e9;
-    cpu = bench_cpu_of(pid) - c0;
+    bench_run_clients(fn, n, 5, seconds, &stop, pid, &wall, &cpu);
     printf("%-16s %7.0f req/s %7.0f req per collector CPU-s %6.1f us CPU/req | failed %lld\n", name,
            (double)done / wall, (double)done / cpu, cpu / (double)done * 1e6,
            (long long)atomic_load(&failures));

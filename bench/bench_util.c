@@ -37,6 +37,29 @@ double bench_cpu_self(void)
            ru.ru_stime.tv_usec / 1e6;
 }
 
+void bench_run_clients(void *(*fn)(void *), int n, uintptr_t arg_step, double seconds,
+                       _Atomic int *stop, pid_t pid, double *wall, double *cpu)
+{
+    pthread_t threads[64];
+    double c0;
+    int64_t t0;
+
+    n = n < 1 ? 1 : n > 64 ? 64 : n;
+    atomic_store(stop, 0);
+    c0 = bench_cpu_of(pid);
+    t0 = fc_now_mono_ns();
+    for (int i = 0; i < n; i++) {
+        pthread_create(&threads[i], NULL, fn, (void *)((uintptr_t)i * arg_step));
+    }
+    fc_sleep_ns((int64_t)(seconds * 1e9));
+    atomic_store(stop, 1);
+    for (int i = 0; i < n; i++) {
+        pthread_join(threads[i], NULL);
+    }
+    *wall = (double)(fc_now_mono_ns() - t0) / 1e9;
+    *cpu = bench_cpu_of(pid) - c0;
+}
+
 double bench_cpu_of(pid_t pid)
 {
     char path[64], buf[4096];

@@ -24,6 +24,13 @@ void bench_stop_collector(pid_t pid);
 double bench_metric(int port, const char *name, const char *labels);
 int bench_http_post(int fd, const char *path, const char *content_type, const uint8_t *body,
                     size_t len);
+/*
+ * A timed load: clears *stop, starts n (at most 64) threads fn((void *)(i * arg_step)), sleeps
+ * `seconds`, sets *stop and joins them. *wall: seconds from start to joined; *cpu: the CPU
+ * seconds pid used meanwhile (bench_cpu_of).
+ */
+void bench_run_clients(void *(*fn)(void *), int n, uintptr_t arg_step, double seconds,
+                       _Atomic int *stop, pid_t pid, double *wall, double *cpu);
 /* Every *.pb.gz of dir, read whole; returns the count (at most max). */
 size_t bench_load_corpus(const char *dir, uint8_t **data, size_t *len, size_t max);
 
