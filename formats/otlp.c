@@ -3,6 +3,7 @@
 #include "core/buf.h"
 #include "core/mem.h"
 #include "formats/otlp_layout.h"
+#include "formats/otlp_unpack.h"
 #include "formats/pb.h"
 #include "formats/pbjson.h"
 #include "google/rpc/status.pb-c.h"
@@ -610,10 +611,10 @@ int fc_otlp_decode(struct fc_batch *b, const uint8_t *data, size_t len, struct f
  * naming it, or translated when that is exact (v1.9). *done stays false
  * when nothing older was found.
  */
-static int older_layout(struct fc_batch *b, const uint8_t *data, size_t len, bool may_translate,
-                        struct fc_otlp_result *res, struct fc_error *err, bool *done)
+static int older_layout(struct fc_batch *b, const uint8_t *data, size_t len, unsigned max_depth,
+                        bool may_translate, struct fc_otlp_result *res, struct fc_error *err,
+                        bool *done)
 {
-    ProtobufCAllocator alloc = {arena_alloc, arena_free, b->arena};
     struct fc_otlp_layout_info info;
     uint8_t *copy;
     PbRequest *req = NULL;
@@ -629,10 +630,9 @@ static int older_layout(struct fc_batch *b, const uint8_t *data, size_t len, boo
     }
     if ((copy = fc_arena_alloc(b->arena, len)) != NULL) {
         memcpy(copy, data, len);
+        /* The renumbered Sample fields are scalars: the nesting is the one already checked. */
         if (fc_otlp_layout_translate(copy, len) == FC_OK) {
-            req =
-                opentelemetry__proto__collector__profiles__v1development__export_profiles_service_request__unpack(
-                    &alloc, len, copy);
+            req = fc_otlp_unpack(b->arena, copy, len, max_depth);
         }
     }
     if (req == NULL) {
@@ -655,29 +655,27 @@ static int older_layout(struct fc_batch *b, const uint8_t *data, size_t len, boo
 int fc_otlp_decode_depth(struct fc_batch *b, const uint8_t *data, size_t len, unsigned max_depth,
                          struct fc_otlp_result *res, struct fc_error *err)
 {
-    ProtobufCAllocator alloc = {arena_alloc, arena_free, b->arena};
     PbRequest *req;
     bool done;
     int rc;
 
     memset(res, 0, sizeof(*res));
-    /* protobuf-c's unpack recurses per nested message: bound the nesting first. */
-    if (fc_pb_check_depth(
+    /* One pass, nesting bounded (formats/otlp_unpack.h); the why of a refusal is asked after. */
+    req = fc_otlp_unpack(b->arena, data, len, max_depth);
+    if (req == NULL &&
+        fc_pb_check_depth(
             &opentelemetry__proto__collector__profiles__v1development__export_profiles_service_request__descriptor,
             data, len, max_depth, err) != FC_OK) {
-        /* Never unpacked (too deep, or not this layout): an older layout is named, not read. */
-        rc = older_layout(b, data, len, false, res, err, &done);
+        /* Too deep, or not this layout at the wire level: an older layout is named, not read. */
+        rc = older_layout(b, data, len, max_depth, false, res, err, &done);
         return done ? rc : fc_error_wrap(err, "otlp");
     }
-    req =
-        opentelemetry__proto__collector__profiles__v1development__export_profiles_service_request__unpack(
-            &alloc, len, data);
     if (req == NULL) {
         if (fc_arena_over_budget(b->arena)) {
             return fc_errorf(err, FC_ETOOBIG, "otlp: request exceeds the memory limit of %zu bytes",
                              b->arena->budget);
         }
-        rc = older_layout(b, data, len, true, res, err, &done);
+        rc = older_layout(b, data, len, max_depth, true, res, err, &done);
         if (!done) {
             rc = fc_errorf(err, FC_EPROTO,
                            "otlp: not a valid ExportProfilesServiceRequest (malformed protobuf)");
@@ -685,7 +683,7 @@ int fc_otlp_decode_depth(struct fc_batch *b, const uint8_t *data, size_t len, un
         return rc;
     }
     if (fc_otlp_layout_suspect(req)) {
-        rc = older_layout(b, data, len, true, res, err, &done);
+        rc = older_layout(b, data, len, max_depth, true, res, err, &done);
         if (done) {
             return rc;
         }
