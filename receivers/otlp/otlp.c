@@ -25,8 +25,9 @@ static const struct fc_field grpc_fields[] = {
      OFF(protocols.grpc.max_recv_msg_size) - OFF(protocols.grpc),
      "larger messages get RESOURCE_EXHAUSTED"},
     {"threads", FC_FIELD_INT, "1", OFF(protocols.grpc.threads) - OFF(protocols.grpc),
-     "threads that poll gRPC's completion queue (1-16); requests are decoded and run "
-     "through the pipelines on worker threads (see max_in_flight)"},
+     "threads that poll gRPC's completion queue (1-16); a call is decoded and run through "
+     "the pipelines on the thread that received it while another polls (started when none "
+     "is free: at most one more per call in flight, see max_in_flight)"},
     {"max_in_flight", FC_FIELD_INT, "64", OFF(protocols.grpc.max_in_flight) - OFF(protocols.grpc),
      "calls handled at once (1-4096); more get RESOURCE_EXHAUSTED with RetryInfo at once, "
      "never queued"},

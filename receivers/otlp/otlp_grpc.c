@@ -3,10 +3,20 @@
  * /opentelemetry.proto.collector.profiles.v1development.ProfilesService/Export
  * registered on a completion queue polled by a few threads. Each call slot
  * cycles: requested -> received -> (admitted: decoded and run through the
- * pipelines on a worker of the workpool | refused at once with
- * RESOURCE_EXHAUSTED when max_in_flight calls are being handled) ->
- * answered -> requested again. There are more slots than max_in_flight, so
- * refusals keep flowing while every admitted slot is busy.
+ * pipelines | refused at once with RESOURCE_EXHAUSTED when max_in_flight
+ * calls are being handled) -> answered -> requested again. There are more
+ * slots than max_in_flight, so refusals keep flowing while every admitted
+ * slot is busy.
+ *
+ * No thread hand-off per call (each is a futex wake and two context
+ * switches): an admitted call runs on the polling thread that received it,
+ * provided another polling thread is free to keep receiving (one is started
+ * when none is: at most threads + one per slot, so refusals never wait for a
+ * busy pipeline). The answer usually completes inside grpc_call_start_batch;
+ * gRPC's thread-local completion cache hands that completion back to the
+ * same thread, which finishes the slot and requests the next call without
+ * waking a poller. The workpool still counts admissions, and runs a call
+ * only when no polling thread could be started.
  *
  * gRPC core handles HTTP/2, the size limit on the wire and misbehaving
  * connections. Message decompression is ours (per-message decompression is
@@ -45,7 +55,6 @@
 #include <unistd.h>
 
 #define EXPORT_METHOD "/opentelemetry.proto.collector.profiles.v1development.ProfilesService/Export"
-#define MAX_THREADS 16
 #define N_REFUSAL_SLOTS 16 /* beyond max_in_flight: calls that are refused at once */
 #define N_UNKNOWN_SLOTS 2  /* answer UNIMPLEMENTED to other methods */
 
@@ -74,8 +83,10 @@ struct otlp_grpc {
     grpc_server *server;
     grpc_completion_queue *cq;
     void *method;
-    pthread_t threads[MAX_THREADS];
-    int n_threads;
+    pthread_t *threads;            /* under lock: polling threads, started ones first */
+    size_t n_threads, max_threads; /* under lock */
+    bool no_more_threads;          /* under lock: stopping */
+    _Atomic long free_pollers;     /* polling threads not handling a call */
     struct fc_workpool *pool;
     _Atomic int64_t *refused_too_large;
     struct slot *slots;
@@ -158,6 +169,19 @@ static void request_call(struct slot *s)
 
 static void finish(struct slot *s);
 
+/*
+ * A completion taken from gRPC's thread-local cache by send_answer, run by the
+ * loop that called the handler (run_cached) rather than from inside it: the
+ * handlers never recurse.
+ */
+static _Thread_local struct {
+    void *tag;
+    int ok;
+    bool set;
+} t_cached;
+
+static void run_cached(struct otlp_grpc *g);
+
 /* The x-scope-orgid metadata, checked as the HTTP header is; NULL when absent. */
 static int tenant_of(const grpc_metadata_array *md, char *buf, size_t size, const char **tenant,
                      struct fc_error *err)
@@ -234,6 +258,9 @@ static int read_message(struct otlp_grpc *g, grpc_byte_buffer *bb, struct fc_buf
 static void send_answer(struct slot *s, grpc_status_code code)
 {
     grpc_op ops[4];
+    grpc_call_error e;
+    void *tag;
+    int ok;
 
     memset(ops, 0, sizeof(ops));
     ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
@@ -250,7 +277,16 @@ static void send_answer(struct slot *s, grpc_status_code code)
         ops[3].data.send_message.send_message = s->response;
     }
     s->state = SLOT_ANSWERING;
-    if (grpc_call_start_batch(s->call, ops, s->response ? 4 : 3, s, NULL) != GRPC_CALL_OK) {
+    /* An answer usually completes inside grpc_call_start_batch: caught in this
+     * thread's cache, its completion is not queued, so no poller is woken for it. */
+    grpc_completion_queue_thread_local_cache_init(s->g->cq);
+    e = grpc_call_start_batch(s->call, ops, s->response ? 4 : 3, s, NULL);
+    if (grpc_completion_queue_thread_local_cache_flush(s->g->cq, &tag, &ok)) {
+        t_cached.tag = tag;
+        t_cached.ok = ok;
+        t_cached.set = true;
+    }
+    if (e != GRPC_CALL_OK) {
         fc_log_error(s->g->r->self->id, "grpc: cannot answer a call");
         finish(s);
         if (!atomic_load(&s->g->stopping)) {
@@ -364,10 +400,9 @@ static int authorize(struct slot *s, const char **tenant)
     return -1;
 }
 
-/* On a worker: decodes, runs the pipelines, and starts sending the answer. */
-static void handle_export(struct fc_work *w)
+/* Decodes, runs the pipelines, and starts sending the answer. */
+static void handle_export(struct slot *s)
 {
-    struct slot *s = (struct slot *)w;
     struct otlp_receiver *r = s->g->r;
     struct fc_otlp_result res;
     struct fc_error err = {0};
@@ -414,6 +449,48 @@ static void handle_export(struct fc_work *w)
     send_answer(s, GRPC_STATUS_OK);
 }
 
+/* On a worker: the call, then its answer's completion when it came at once. */
+static void export_work(struct fc_work *w)
+{
+    struct slot *s = (struct slot *)w;
+    struct otlp_grpc *g = s->g;
+
+    handle_export(s);
+    run_cached(g);
+}
+
+static void *poll_thread(void *arg);
+
+/*
+ * Takes this thread off polling while it handles a call, when another thread
+ * is left free to poll (started now if none is): calls keep being received,
+ * and refused beyond max_in_flight, however long the admitted ones take.
+ * False when no thread could be started: the call goes to the workpool.
+ */
+static bool reserve_poller(struct otlp_grpc *g)
+{
+    bool ok = false;
+
+    if (atomic_fetch_sub(&g->free_pollers, 1) > 1) {
+        return true;
+    }
+    pthread_mutex_lock(&g->lock);
+    if (!g->no_more_threads && g->n_threads < g->max_threads) {
+        atomic_fetch_add(&g->free_pollers, 1); /* before it runs: it may take a call at once */
+        ok = pthread_create(&g->threads[g->n_threads], NULL, poll_thread, g) == 0;
+        if (ok) {
+            g->n_threads++;
+        } else {
+            atomic_fetch_sub(&g->free_pollers, 1);
+        }
+    }
+    pthread_mutex_unlock(&g->lock);
+    if (!ok) {
+        atomic_fetch_add(&g->free_pollers, 1);
+    }
+    return ok;
+}
+
 /* On a polling thread: a call arrived on slot s. */
 static void on_call(struct slot *s)
 {
@@ -437,7 +514,17 @@ static void on_call(struct slot *s)
     }
     s->admitted = true;
     s->state = SLOT_HANDLING;
-    s->work.fn = handle_export;
+    if (reserve_poller(g)) {
+        handle_export(s); /* its answer's completion, if cached, runs after (run_cached) */
+        atomic_fetch_add(&g->free_pollers, 1);
+        if (atomic_load(&g->stopping)) {
+            pthread_mutex_lock(&g->lock); /* otlp_grpc_stop may wait for this call */
+            pthread_cond_broadcast(&g->cond);
+            pthread_mutex_unlock(&g->lock);
+        }
+        return;
+    }
+    s->work.fn = export_work;
     fc_workpool_run(g->pool, &s->work);
 }
 
@@ -472,43 +559,58 @@ static void finish(struct slot *s)
     s->state = SLOT_IDLE;
 }
 
+/* One completion from the queue (or from this thread's cache). */
+static void on_event(struct otlp_grpc *g, void *tag, int ok)
+{
+    struct slot *s = tag;
+
+    if (tag == &g->shutdown_tag) {
+        pthread_mutex_lock(&g->lock);
+        g->shutdown_done = true;
+        pthread_cond_broadcast(&g->cond);
+        pthread_mutex_unlock(&g->lock);
+        return;
+    }
+    if (s->state == SLOT_WAITING) {
+        if (!ok) {
+            /* The server is shutting down: this slot never got a call. */
+            grpc_metadata_array_destroy(&s->md);
+            if (s->unknown_method) {
+                grpc_call_details_destroy(&s->call_details);
+            }
+            s->state = SLOT_IDLE;
+            return;
+        }
+        on_call(s);
+    } else if (s->state == SLOT_ANSWERING) {
+        finish(s);
+        if (!atomic_load(&g->stopping)) {
+            request_call(s);
+        }
+    }
+}
+
+/* Runs the completions a handler left in t_cached, one after another. */
+static void run_cached(struct otlp_grpc *g)
+{
+    while (t_cached.set) {
+        t_cached.set = false;
+        on_event(g, t_cached.tag, t_cached.ok);
+    }
+}
+
 static void *poll_thread(void *arg)
 {
     struct otlp_grpc *g = arg;
 
     for (;;) {
         grpc_event ev = grpc_completion_queue_next(g->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
-        struct slot *s;
         if (ev.type == GRPC_QUEUE_SHUTDOWN) {
             return NULL;
         }
-        if (ev.type != GRPC_OP_COMPLETE) {
-            continue;
-        }
-        if (ev.tag == &g->shutdown_tag) {
-            pthread_mutex_lock(&g->lock);
-            g->shutdown_done = true;
-            pthread_cond_broadcast(&g->cond);
-            pthread_mutex_unlock(&g->lock);
-            continue;
-        }
-        s = ev.tag;
-        if (s->state == SLOT_WAITING) {
-            if (!ev.success) {
-                /* The server is shutting down: this slot never got a call. */
-                grpc_metadata_array_destroy(&s->md);
-                if (s->unknown_method) {
-                    grpc_call_details_destroy(&s->call_details);
-                }
-                s->state = SLOT_IDLE;
-                continue;
-            }
-            on_call(s);
-        } else if (s->state == SLOT_ANSWERING) {
-            finish(s);
-            if (!atomic_load(&g->stopping)) {
-                request_call(s);
-            }
+        if (ev.type == GRPC_OP_COMPLETE) {
+            on_event(g, ev.tag, ev.success);
+            run_cached(g);
         }
     }
 }
@@ -612,9 +714,18 @@ int otlp_grpc_start(struct otlp_receiver *r, struct fc_error *err)
         g->slots[i].details = grpc_empty_slice();
         request_call(&g->slots[i]);
     }
-    for (int64_t i = 0; i < r->cfg->protocols.grpc.threads && i < MAX_THREADS; i++) {
-        pthread_create(&g->threads[g->n_threads++], NULL, poll_thread, g);
+    /* One polling thread per admitted call at most, beside those always polling. */
+    g->max_threads =
+        (size_t)(r->cfg->protocols.grpc.threads + r->cfg->protocols.grpc.max_in_flight);
+    g->threads = fc_xcalloc(g->max_threads, sizeof(*g->threads));
+    pthread_mutex_lock(&g->lock);
+    for (int64_t i = 0; i < r->cfg->protocols.grpc.threads; i++) {
+        if (pthread_create(&g->threads[g->n_threads], NULL, poll_thread, g) == 0) {
+            g->n_threads++;
+            atomic_fetch_add(&g->free_pollers, 1);
+        }
     }
+    pthread_mutex_unlock(&g->lock);
     fc_log_info(r->self->id, "grpc listening on %s%s", addr,
                 g->tls == NULL ? ""
                 : r->cfg->protocols.grpc.tls.client_ca_file[0] != '\0'
@@ -670,10 +781,17 @@ void otlp_grpc_stop(struct otlp_receiver *r)
     if (!g->shutdown_done) {
         grpc_server_cancel_all_calls(g->server);
     }
-    /* Workers still answering post to the queue: they finish before it shuts down. */
+    /* Calls still being handled (on workers or polling threads) post their answers to
+     * the queue: they finish before it shuts down. */
     fc_workpool_stop(g->pool);
+    pthread_mutex_lock(&g->lock);
+    g->no_more_threads = true;
+    while (atomic_load(&g->free_pollers) < (long)g->n_threads) {
+        pthread_cond_wait(&g->cond, &g->lock);
+    }
+    pthread_mutex_unlock(&g->lock);
     grpc_completion_queue_shutdown(g->cq);
-    for (int i = 0; i < g->n_threads; i++) {
+    for (size_t i = 0; i < g->n_threads; i++) {
         pthread_join(g->threads[i], NULL);
     }
     grpc_server_destroy(g->server);
@@ -683,6 +801,7 @@ void otlp_grpc_stop(struct otlp_receiver *r)
     pthread_mutex_destroy(&g->lock);
     pthread_cond_destroy(&g->cond);
     free(g->slots);
+    free(g->threads);
     free(g);
     grpc_shutdown();
 }

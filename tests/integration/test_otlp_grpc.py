@@ -1,6 +1,7 @@
 """OTLP/gRPC against the real binary with a real gRPC client (Debian's
 python3-grpcio): every corpus profile, gzip, errors, partial success,
-tenants, and clients that misbehave."""
+tenants, clients that misbehave, and refusals past max_in_flight while every
+admitted call is stuck in a pipeline."""
 import socket
 import threading
 import time
@@ -8,6 +9,7 @@ import unittest
 
 import grpc
 
+from fake_peers import GrpcAnswer, GrpcPeer
 from harness import Collector, convert, corpus_files, debug_profiles, free_port, parse_top, pb_varint
 
 METHOD = "/opentelemetry.proto.collector.profiles.v1development.ProfilesService/Export"
@@ -167,6 +169,75 @@ class StopTest(unittest.TestCase):
             self.assertTrue(debug_profiles(c.debug_output()))  # the answered call was run
         finally:
             channel.close()
+
+STUCK_PIPELINE = """
+receivers:
+  otlp:
+    protocols:
+      grpc:
+        endpoint: 127.0.0.1:{grpc}
+        threads: 1
+        max_in_flight: 3
+exporters:
+  otlp:
+    endpoint: {peer}
+    tls: {insecure: true}
+    timeout: 60s
+    retry_on_failure: {enabled: false}
+    sending_queue: {enabled: false}
+service:
+  pipelines:
+    profiles:
+      receivers: [otlp]
+      exporters: [otlp]
+  telemetry:
+    metrics:
+      endpoint: 127.0.0.1:{metrics}
+"""
+
+
+class StuckPipelineTest(unittest.TestCase):
+    def test_refusals_flow_while_every_admitted_call_is_stuck(self):
+        """max_in_flight calls wait in an exporter whose peer does not answer (no queue:
+        the receiver's thread sends); further calls are still refused at once with
+        RESOURCE_EXHAUSTED and RetryInfo, however few threads poll. Once the peer answers,
+        the stuck calls succeed and many more calls are served (no call slot is lost)."""
+        release = threading.Event()
+
+        def held(_req):
+            release.wait(60)
+            return GrpcAnswer()
+
+        body = convert("go-1s-mutex")
+        with GrpcPeer(default=held) as peer:
+            grpc_port = free_port()
+            c = Collector(STUCK_PIPELINE.replace("{grpc}", str(grpc_port))
+                          .replace("{peer}", peer.endpoint))
+            channel = grpc.insecure_channel("127.0.0.1:%d" % grpc_port)
+            export = channel.unary_unary(METHOD)
+            try:
+                c.wait_ready()
+                stuck = [export.future(body, timeout=90) for _ in range(3)]
+                peer.wait_requests(3)  # every admitted call is inside the exporter
+                for _ in range(10):
+                    with self.assertRaises(grpc.RpcError) as e:
+                        export(body, timeout=20)
+                    self.assertEqual(e.exception.code(), grpc.StatusCode.RESOURCE_EXHAUSTED)
+                    md = dict(e.exception.trailing_metadata() or ())
+                    self.assertIn("grpc-status-details-bin", md)
+                self.assertEqual(c.metric(
+                    "flamecol_server_refused_requests_total",
+                    'transport="grpc",endpoint="127.0.0.1:%d",reason="overload"' % grpc_port), 10)
+                release.set()
+                for f in stuck:
+                    self.assertEqual(f.result(), b"")
+                for _ in range(60):  # more than the receiver's call slots (3 + 16 + 2)
+                    self.assertEqual(export(body, timeout=20), b"")
+                self.assertEqual(len(peer.requests), 63)
+            finally:
+                release.set()
+                channel.close()
+                self.assertEqual(c.stop(), 0, c.log())
 
 
 if __name__ == "__main__":
