@@ -6,6 +6,7 @@ and the shared corpus.
 """
 import gzip
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -36,7 +37,36 @@ with open(os.path.join(os.path.dirname(__file__), "store_pipeline.yaml")) as _f:
     STORE_PIPELINE = _f.read()
 
 
+def _ephemeral_range():
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            lo, hi = (int(x) for x in f.read().split())
+        return lo, hi
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
+_handed_ports = set()
+
+
 def free_port():
+    """A loopback port nothing listens on, outside the kernel's ephemeral range:
+    a port from that range (what bind(0) gives) can be taken by any outgoing
+    connection (a retrying exporter, a parallel test) before flamecol binds it.
+    Never the same port twice in one test process."""
+    lo, hi = _ephemeral_range()
+    first, last = (10000, lo - 1) if lo > 12000 else (hi + 1, 65535)
+    for _ in range(500):
+        port = random.randint(first, last)
+        if port in _handed_ports:
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _handed_ports.add(port)
+        return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
