@@ -46,27 +46,44 @@ def _ephemeral_range():
         return 32768, 60999
 
 
-_handed_ports = set()
+_PORT_DIR = os.path.join(tempfile.gettempdir(), "flamecol-test-ports")
+_PORT_HOLD_S = 900  # a reservation older than this is stale (its test is long over)
+
+
+def _reserve(port):
+    """Across the test processes running at once (ctest -j): the first to create
+    the port's file has it; a file older than _PORT_HOLD_S is taken over."""
+    path = os.path.join(_PORT_DIR, str(port))
+    try:
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+        return True
+    except FileExistsError:
+        try:
+            if time.time() - os.stat(path).st_mtime < _PORT_HOLD_S:
+                return False
+            os.utime(path)
+            return True
+        except OSError:
+            return False
 
 
 def free_port():
-    """A loopback port nothing listens on, outside the kernel's ephemeral range:
-    a port from that range (what bind(0) gives) can be taken by any outgoing
-    connection (a retrying exporter, a parallel test) before flamecol binds it.
-    Never the same port twice in one test process."""
+    """A loopback port nothing listens on, outside the kernel's ephemeral range
+    (a port from that range, what bind(0) gives, can be taken by any outgoing
+    connection before flamecol binds it), and reserved for this process so that
+    a test running in parallel does not pick it too."""
     lo, hi = _ephemeral_range()
     first, last = (10000, lo - 1) if lo > 12000 else (hi + 1, 65535)
-    for _ in range(500):
+    os.makedirs(_PORT_DIR, exist_ok=True)
+    for _ in range(1000):
         port = random.randint(first, last)
-        if port in _handed_ports:
-            continue
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
             try:
                 s.bind(("127.0.0.1", port))
             except OSError:
                 continue
-        _handed_ports.add(port)
-        return port
+        if _reserve(port):
+            return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
