@@ -258,6 +258,7 @@ int fc_tree_encode(const struct fc_tree *t, struct fc_buf *out)
 /* A node being decoded: children still to read and the total so far. */
 struct open_node {
     uint32_t at;
+    uint32_t prev; /* the child last merged into: children come sorted, one pass per sibling list */
     uint64_t left;
     int64_t total;
 };
@@ -276,6 +277,7 @@ static void open_push(struct open_nodes *s, struct fc_tree *t, uint32_t at, int6
     }
     t->nodes[at].self = fc_sat_add(t->nodes[at].self, self);
     s->v[s->n].at = at;
+    s->v[s->n].prev = 0;
     s->v[s->n].left = children;
     s->v[s->n].total = self;
     s->n++;
@@ -313,7 +315,8 @@ static int decode_into(struct fc_tree *t, struct fc_pb *r)
             rc = FC_EPROTO;
             break;
         }
-        c = child(t, top->at, (uint32_t)name); /* top may move with open_push below, not here */
+        /* top may move with open_push below, not here */
+        c = child_from(t, top->at, &top->prev, (uint32_t)name);
         open_push(&open, t, c, (int64_t)self, n);
     }
     free(open.v);
