@@ -54,7 +54,8 @@ struct fc_input_limits {
 #define FC_INPUT_LIMITS_FIELDS(base)                                                               \
     FC_INPUT_LIMIT_FIELD_(base, max_message_depth, FC_LIMITS_STR(FC_PB_DEFAULT_MAX_DEPTH),         \
                           "deepest nesting of protobuf or JSON messages (the request itself is "   \
-                          "1); deeper requests are refused before they are decoded (1-1000)"),     \
+                          "1); deeper requests are refused, checked before or while they are "     \
+                          "decoded (1-1000)"),                                                     \
         FC_INPUT_LIMIT_FIELD_(base, max_stack_depth, "1024",                                       \
                               "deeper stacks keep their root-most frames (0 = no limit)"),         \
         FC_INPUT_LIMIT_FIELD_(base, max_sample_labels, "100",                                      \
