@@ -31,10 +31,18 @@ static bool node_key_parts(const MDB_val *kv, int *level, int64_t *window)
     return *level < FC_STORE_LEVELS;
 }
 
-/* What a retention pass deletes: windows of levels <= max_level ending by cutoff_s. */
+/*
+ * What a retention pass deletes: windows of levels <= max_level ending by
+ * cutoff_s. With dirty_parents, the coarser window above a deleted one that
+ * outlives the cutoff is marked dirty: rebuilt without the deleted past, so
+ * that no coarse window keeps it longer for one base (a pod written since,
+ * or a service aggregate) than for another.
+ */
 struct doomed {
     int64_t cutoff_s;
     int max_level;
+    bool dirty_parents;
+    int64_t coarse_before; /* 100 s windows before this have no children: never marked */
 };
 
 static bool node_doomed(const MDB_val *kv, const struct doomed *d)
@@ -57,6 +65,39 @@ static bool span_doomed(const MDB_val *kv, const struct doomed *d)
 }
 
 typedef bool (*doomed_fn)(const MDB_val *kv, const struct doomed *d);
+
+/*
+ * Marks the coarser windows above the node window kv that outlive the cutoff
+ * dirty (all of them: each is rebuilt from the one below).
+ */
+static int dirty_parents(struct fc_store *s, MDB_txn *txn, const MDB_val *kv,
+                         const struct doomed *d)
+{
+    uint8_t key[512];
+    int level;
+    int64_t window;
+    MDB_val pk = {kv->mv_size, key}, empty = {0, (void *)""};
+    int rc = 0;
+
+    if (!node_key_parts(kv, &level, &window) || kv->mv_size > sizeof(key)) {
+        return 0;
+    }
+    memcpy(key, kv->mv_data, kv->mv_size);
+    for (int up = level + 1; rc == 0 && up < FC_STORE_LEVELS; up++) {
+        int64_t span = fc_store_level_secs[up];
+        int64_t parent = (window >= 0 ? window / span : (window - span + 1) / span) * span;
+        if (parent + span <= d->cutoff_s || (up == 1 && parent + span <= d->coarse_before)) {
+            continue; /* deleted too, or a compacted 100 s window (no children) */
+        }
+        key[kv->mv_size - 9] = (uint8_t)up;
+        for (int i = 0; i < 8; i++) {
+            key[kv->mv_size - 1 - i] = (uint8_t)((uint64_t)parent >> (i * 8));
+        }
+        atomic_store(&s->dirty, true);
+        rc = mdb_put(txn, s->db[DB_DIRTY], &pk, &empty, 0);
+    }
+    return rc;
+}
 
 /*
  * One transaction: deletes up to chunk doomed keys of db from *resume on
@@ -89,6 +130,9 @@ static int delete_chunk(struct fc_store *s, MDB_dbi db, doomed_fn doomed, const 
             fc_buf_reset(resume);
             fc_buf_append(resume, kv.mv_data, kv.mv_size);
             *more = true;
+            break;
+        }
+        if (d->dirty_parents && db == s->db[DB_NODE] && (rc = dirty_parents(s, txn, &kv, d)) != 0) {
             break;
         }
         if ((rc = mdb_cursor_del(c, 0)) != 0) {
@@ -165,7 +209,7 @@ static int set_coarse_before(struct fc_store *s, int64_t cutoff_s, struct fc_err
 int fc_store_delete_before(struct fc_store *s, int64_t cutoff_s, uint64_t *deleted,
                            struct fc_error *err)
 {
-    struct doomed d = {cutoff_s, FC_STORE_LEVELS - 1};
+    struct doomed d = {cutoff_s, FC_STORE_LEVELS - 1, true, atomic_load(&s->coarse_before)};
     int rc;
 
     *deleted = 0;
@@ -176,7 +220,7 @@ int fc_store_delete_before(struct fc_store *s, int64_t cutoff_s, uint64_t *delet
 int fc_store_compact_before(struct fc_store *s, int64_t cutoff_s, uint64_t *deleted,
                             struct fc_error *err)
 {
-    struct doomed d;
+    struct doomed d = {0};
     int rc;
 
     *deleted = 0;

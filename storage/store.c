@@ -32,10 +32,13 @@ const char *const fc_store_db_names[N_DBS] = {"sym",   "symid", "series", "sid",
  * The on-disk format; a store written by another format is refused, never
  * misread. Format 4 interns frame records (storage/frame.h) where format 3
  * interned names; a name is a valid symbol of format 4, so a format 3 store
- * is read as it is and marked 4 at open (a format-3 build then refuses it).
+ * is read as it is. Format 5 adds the service aggregates (store_service.c):
+ * a format 3 or 4 store gets them built at open and is marked 5 (an older
+ * build then refuses it rather than leaving its aggregates stale).
  */
-#define FORMAT_VERSION 4
+#define FORMAT_VERSION 5
 #define FORMAT_NAMES_ONLY 3
+#define FORMAT_NO_SERVICES 4 /* format 5 adds the service aggregates (store_service.c) */
 static const char format_key[] = "\0format";
 const char fc_store_coarse_key[15] = "\0coarse_before";
 _Thread_local int fc_store_last_lmdb_rc;
@@ -96,6 +99,22 @@ static int lock_dir(struct fc_store *s, struct fc_error *err)
         /* Only the message of a second process would lack the pid. */
     }
     return FC_OK;
+}
+
+/*
+ * A store of format 3 or 4 (no service aggregates) is upgraded in the open
+ * transaction: the aggregates built from its windows, then marked format 5
+ * (so that an older build refuses it rather than ignoring the aggregates).
+ */
+static int upgrade(struct fc_store *s, MDB_txn *txn, MDB_val *kv, struct fc_error *err)
+{
+    uint32_t version = FORMAT_VERSION;
+    MDB_val v = val(&version, 4);
+
+    if (fc_store_service_build(s, txn, err) != FC_OK) {
+        return fc_store_last_lmdb_rc != 0 ? fc_store_last_lmdb_rc : EIO;
+    }
+    return mdb_put(txn, s->db[DB_META], kv, &v, 0);
 }
 
 int fc_store_open(const struct fc_store_options *o, struct fc_store **out, struct fc_error *err)
@@ -161,8 +180,10 @@ int fc_store_open(const struct fc_store_options *o, struct fc_store **out, struc
             rc = mdb_put(txn, s->db[DB_META], &kv, &v, 0);
         } else if (rc == 0 && v.mv_size == 4 &&
                    memcmp(v.mv_data, &(uint32_t){FORMAT_NAMES_ONLY}, 4) == 0) {
-            v = val(&version, 4);
-            rc = mdb_put(txn, s->db[DB_META], &kv, &v, 0);
+            rc = upgrade(s, txn, &kv, err);
+        } else if (rc == 0 && v.mv_size == 4 &&
+                   memcmp(v.mv_data, &(uint32_t){FORMAT_NO_SERVICES}, 4) == 0) {
+            rc = upgrade(s, txn, &kv, err);
         } else if (rc == 0 && (v.mv_size != 4 || memcmp(v.mv_data, &version, 4) != 0)) {
             uint32_t found = 0;
             memcpy(&found, v.mv_data, v.mv_size == 4 ? 4 : 0);

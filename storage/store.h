@@ -115,7 +115,7 @@ struct fc_store_query {
 };
 
 struct fc_store_stats {
-    uint32_t series;       /* series the selector matched */
+    uint32_t series;       /* series the selector matched (1: a service's aggregate) */
     uint32_t nodes_merged; /* stack trees read and merged */
 };
 
@@ -179,8 +179,10 @@ void fc_store_strings_free(char **v, size_t n);
 
 /*
  * Retention: deletes every window (any level, any tenant) that ends before
- * cutoff_s, and span entries of 10 s windows before it. Freed pages are
- * reused by later writes. Returns the number of entries deleted.
+ * cutoff_s, and span entries of 10 s windows before it; coarser windows above
+ * a deleted one that end after it are marked dirty (rebuilt without it by the
+ * next flush). Freed pages are reused by later writes. Returns the number of
+ * entries deleted.
  */
 int fc_store_delete_before(struct fc_store *s, int64_t cutoff_s, uint64_t *deleted,
                            struct fc_error *err);

@@ -197,6 +197,14 @@ struct writer {
     struct fc_error *err;
     struct windows *windows;
     int64_t coarse_before; /* as of this transaction (DB_META) */
+    /*
+     * The last (tenant, base, 100 s window) whose coarser windows were marked
+     * dirty in this transaction: the series of one profile (and of its
+     * service's aggregate) mark the same ones, once is enough.
+     */
+    const char *marked_tenant;
+    uint32_t marked_base;
+    int64_t marked_window;
 };
 
 /*
@@ -211,6 +219,52 @@ struct frames {
     size_t cap;
     struct fc_buf record;
 };
+
+/* Takes the next id of counter `what` ("sym", "series", "base") of the writer's tenant. */
+int fc_store_next_id(struct writer *w, const char *what, uint32_t *id);
+
+/* Adds tree to series' part of window (base, level, start) in ws (written by
+ * fc_store_flush_windows). */
+int fc_store_add_window(struct writer *w, struct windows *ws, uint32_t base, uint32_t series,
+                        int level, int64_t start, const struct fc_tree *tree);
+/* Merges every window of ws into the database (w->tenant's) and empties ws. */
+int fc_store_flush_windows(struct writer *w, struct windows *ws);
+/* An empty set of windows (fc_store_windows_free drops what was not flushed). */
+struct windows *fc_store_windows_new(void);
+void fc_store_windows_free(struct windows *ws);
+uint32_t fc_store_windows_count(const struct windows *ws);
+/* Marks window (base, level, start) dirty (store_flush.c rebuilds it). */
+int fc_store_mark_dirty(struct writer *w, uint32_t base, int level, int64_t start);
+
+/* ---- service aggregates (store_service.c) ------------------------------------------------- */
+
+/*
+ * Per (tenant, service_name value) an aggregate: a pseudo base whose windows
+ * hold, per profile type, the merge of every series with that service_name
+ * outside the service's first base (one pseudo series per type); a
+ * whole-service query reads it and the first base's series of the type.
+ * Written with the series in the same transaction; retention, compaction,
+ * trim and flush treat it as any base.
+ * Its ids live in `base` and `series` under keys no label set makes (they
+ * start with a 0 byte) and it has no sid, sbase or label index entries, so
+ * nothing that lists series or labels sees it.
+ */
+#define FC_STORE_SERVICE_LABEL "service_name"
+
+/*
+ * Where a series of (service, type) in base goes: the first base written
+ * with a series of the service keeps its series where they are (listed for
+ * the service, made once); any other base's series go to the aggregate too
+ * (*to_agg, its ids made when new). A service of one pod costs nothing.
+ */
+int fc_store_service_route(struct writer *w, const char *service, const char *type, uint32_t base,
+                           uint32_t series, bool *to_agg, uint32_t *agg_base, uint32_t *agg_series);
+/*
+ * Builds every service's aggregate from the series' windows of a store
+ * written before them (format 4), in txn: 10 s windows (and 100 s windows
+ * whose 10 s windows were compacted) merged, coarser ones marked dirty.
+ */
+int fc_store_service_build(struct fc_store *s, MDB_txn *txn, struct fc_error *err);
 
 /* Puts key k with data into database db of the write transaction. */
 int fc_store_put_empty(struct writer *w, int db, struct key *k, const void *data, size_t n);
@@ -289,6 +343,31 @@ struct idset {
     size_t n;
     size_t cap;
 };
+
+/* The matched series of one base: what a packed window is read for. */
+struct base_group {
+    uint32_t base;
+    const uint32_t *sids; /* sorted */
+    size_t n;
+};
+
+/* What answers a whole-service query: two groups (n = 0: none). */
+struct fc_store_service {
+    struct base_group first; /* the first base's series of the service and type */
+    struct base_group agg;   /* the aggregate's series of the type */
+    uint32_t *first_sids;    /* owned */
+    uint32_t agg_series;
+};
+
+/*
+ * Whether query q selects a whole service (its profile type and one non-empty
+ * service_name equality, nothing else, no spans) that has series: then out
+ * holds the groups whose merge is exactly that of all its series
+ * (fc_store_service_release).
+ */
+bool fc_store_service_of(struct reader *r, const struct fc_store_query *q,
+                         struct fc_store_service *out);
+void fc_store_service_release(struct fc_store_service *sv);
 
 /* Merges the span entries of one span id, for matched series (sorted ids) within the range. */
 void fc_store_merge_span(struct reader *r, const uint8_t span[8], const struct idset *ids,

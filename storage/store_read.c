@@ -196,13 +196,6 @@ static void normalize(const struct fc_store_query *q, int64_t *from_s, int64_t *
     }
 }
 
-/* The matched series of one base: what a packed window is read for. */
-struct base_group {
-    uint32_t base;
-    const uint32_t *sids; /* sorted */
-    size_t n;
-};
-
 static bool base_wants(void *ctx, uint32_t series)
 {
     const struct base_group *g = ctx;
@@ -373,6 +366,7 @@ int fc_store_select_merge(struct fc_store *s, const struct fc_store_query *q,
 {
     struct reader r;
     struct idset ids = {0};
+    struct fc_store_service sv;
     int64_t from_s, until_s;
     int rc;
 
@@ -383,13 +377,27 @@ int fc_store_select_merge(struct fc_store *s, const struct fc_store_query *q,
         fc_store_result_release(out);
         return rc;
     }
-    rc = match_series(&r, q->selector, true, &ids);
     normalize(q, &from_s, &until_s);
-    stats->series = (uint32_t)ids.n;
-    if (rc == FC_OK && (q->n_span_ids > 0 || q->n_trace_ids > 0)) {
+    if (fc_store_service_of(&r, q, &sv)) {
+        /* A whole service: its aggregate and its first base, instead of every base. */
+        const struct base_group *groups[2] = {&sv.first, &sv.agg};
+        for (int i = 0; i < 2 && rc == FC_OK; i++) {
+            struct merge m = {&r, groups[i], &out->frames_tree, 0, FC_OK, false};
+            if (groups[i]->n > 0) {
+                cover(&m, FC_STORE_LEVELS - 1, from_s, until_s);
+                stats->series += (uint32_t)groups[i]->n;
+                stats->nodes_merged += m.merged;
+                rc = m.rc;
+            }
+        }
+        fc_store_service_release(&sv);
+    } else if ((rc = match_series(&r, q->selector, true, &ids)) != FC_OK) {
+        stats->series = 0;
+    } else if (q->n_span_ids > 0 || q->n_trace_ids > 0) {
         /* Span profiles come from the span index, not the segment tree. */
         uint8_t(*spans)[8];
         size_t n_spans;
+        stats->series = (uint32_t)ids.n;
         fc_store_query_spans(&r, q, &spans, &n_spans);
         qsort(ids.v, ids.n, sizeof(uint32_t), cmp_u32);
         for (size_t i = 0; i < n_spans; i++) {
@@ -399,6 +407,7 @@ int fc_store_select_merge(struct fc_store *s, const struct fc_store_query *q,
         free(spans);
     } else {
         struct bases bases;
+        stats->series = (uint32_t)ids.n;
         group_by_base(&r, &ids, &bases);
         for (size_t i = 0; rc == FC_OK && i < bases.n; i++) {
             struct merge m = {&r, &bases.v[i], &out->frames_tree, 0, FC_OK, false};
@@ -546,14 +555,23 @@ int fc_store_timeline(struct fc_store *s, const struct fc_store_query *q, int64_
 {
     struct reader r;
     struct idset ids = {0};
+    struct fc_store_service sv;
     int rc;
 
     memset(buckets, 0, n * sizeof(int64_t));
     if ((rc = begin_read(s, &r, q->tenant, err)) != FC_OK) {
         return rc;
     }
-    rc = match_series(&r, q->selector, true, &ids);
-    if (rc == FC_OK) {
+    if (fc_store_service_of(&r, q, &sv)) {
+        /* A whole service: its aggregate's totals and its first base's. */
+        if (sv.first.n > 0) {
+            rc = timeline_of(&r, q, &sv.first, step_ns, buckets, n);
+        }
+        if (rc == FC_OK && sv.agg.n > 0) {
+            rc = timeline_of(&r, q, &sv.agg, step_ns, buckets, n);
+        }
+        fc_store_service_release(&sv);
+    } else if ((rc = match_series(&r, q->selector, true, &ids)) == FC_OK) {
         struct bases bases;
         group_by_base(&r, &ids, &bases);
         for (size_t i = 0; rc == FC_OK && i < bases.n; i++) {

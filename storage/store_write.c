@@ -24,7 +24,7 @@
 
 /* ---- writing ------------------------------------------------------------------------------ */
 
-static int next_id(struct writer *w, const char *what, uint32_t *id)
+int fc_store_next_id(struct writer *w, const char *what, uint32_t *id)
 {
     struct key k;
     MDB_val kv, v;
@@ -57,7 +57,7 @@ static int symbol(struct writer *w, const char *name, size_t len, uint32_t *id)
         memcpy(id, v.mv_data, 4);
         return FC_OK;
     }
-    if ((rc = next_id(w, "sym", id)) != FC_OK) {
+    if ((rc = fc_store_next_id(w, "sym", id)) != FC_OK) {
         return rc;
     }
     v = val(id, 4);
@@ -123,7 +123,7 @@ static int base_id(struct writer *w, const struct label *labels, size_t n, uint3
         *id = be32(v.mv_data);
         return FC_OK;
     }
-    rc = next_id(w, "base", id);
+    rc = fc_store_next_id(w, "base", id);
     if (rc == FC_OK) {
         uint8_t be[4] = {(uint8_t)(*id >> 24), (uint8_t)(*id >> 16), (uint8_t)(*id >> 8),
                          (uint8_t)*id};
@@ -150,7 +150,7 @@ static int series_id(struct writer *w, const struct label *labels, size_t n, uin
         fc_buf_release(&canon);
         return FC_OK;
     }
-    rc = next_id(w, "series", id);
+    rc = fc_store_next_id(w, "series", id);
     if (rc == FC_OK) {
         struct key idk;
         uint8_t be[4] = {(uint8_t)(*id >> 24), (uint8_t)(*id >> 16), (uint8_t)(*id >> 8),
@@ -231,13 +231,36 @@ struct windows {
     const char *tenant; /* the tenant they belong to (flushed when it changes) */
 };
 
+struct windows *fc_store_windows_new(void)
+{
+    struct windows *ws = fc_xcalloc(1, sizeof(*ws));
+
+    fc_idmap_init(&ws->index, 64);
+    return ws;
+}
+
+void fc_store_windows_free(struct windows *ws)
+{
+    for (uint32_t i = 0; i < ws->n; i++) {
+        fc_store_parts_release(&ws->v[i].parts);
+    }
+    fc_idmap_release(&ws->index);
+    free(ws->v);
+    free(ws);
+}
+
+uint32_t fc_store_windows_count(const struct windows *ws)
+{
+    return ws->n;
+}
+
 static uint64_t window_hash(uint32_t base, int level, int64_t start)
 {
     uint64_t k[2] = {((uint64_t)base << 8) | (uint64_t)level, (uint64_t)start};
     return XXH3_64bits(k, sizeof(k));
 }
 
-static int flush_windows(struct writer *w, struct windows *ws)
+int fc_store_flush_windows(struct writer *w, struct windows *ws)
 {
     int rc = FC_OK;
 
@@ -253,8 +276,8 @@ static int flush_windows(struct writer *w, struct windows *ws)
     return rc;
 }
 
-static int add_window(struct writer *w, struct windows *ws, uint32_t base, uint32_t series,
-                      int level, int64_t start, const struct fc_tree *tree)
+int fc_store_add_window(struct writer *w, struct windows *ws, uint32_t base, uint32_t series,
+                        int level, int64_t start, const struct fc_tree *tree)
 {
     uint64_t h = window_hash(base, level, start);
     uint32_t slot;
@@ -411,12 +434,68 @@ static size_t profile_labels(const struct fc_batch *b, const struct fc_profile *
 }
 
 /* Marks window (base, level, start) dirty, once per transaction. */
-static int mark_dirty(struct writer *w, uint32_t base, int level, int64_t start)
+int fc_store_mark_dirty(struct writer *w, uint32_t base, int level, int64_t start)
 {
     struct key k;
 
     node_key(&k, w->tenant, base, level, start);
     return fc_store_put_empty(w, DB_DIRTY, &k, "", 0);
+}
+
+/*
+ * Adds tree to window of every level of (base, series) at time_s: the 10 s
+ * window now; coarser ones are marked dirty and rebuilt from their children
+ * by the next flush. A 100 s window whose 10 s windows were compacted away
+ * has no children to be rebuilt from: merged now.
+ */
+static int put_windows(struct writer *w, uint32_t base, uint32_t series, int64_t time_s,
+                       const struct fc_tree *tree)
+{
+    int64_t w100 = (time_s >= 0 ? time_s / 100 : (time_s - 99) / 100) * 100;
+    bool marked =
+        w->marked_tenant == w->tenant && w->marked_base == base && w->marked_window == w100;
+    int rc = FC_OK;
+
+    for (int level = 0; rc == FC_OK && level < FC_STORE_LEVELS; level++) {
+        int64_t d = fc_store_level_secs[level];
+        int64_t window = (time_s >= 0 ? time_s / d : (time_s - d + 1) / d) * d;
+        if (level == 0 || (level == 1 && window + d <= w->coarse_before)) {
+            rc = fc_store_add_window(w, w->windows, base, series, level, window, tree);
+        } else if (!marked) {
+            rc = fc_store_mark_dirty(w, base, level, window);
+        }
+    }
+    if (rc == FC_OK) {
+        w->marked_tenant = w->tenant;
+        w->marked_base = base;
+        w->marked_window = w100;
+    }
+    return rc;
+}
+
+/*
+ * Adds a series' tree to its service's aggregate, unless the series is in
+ * the service's first base (none when it has no service_name).
+ */
+static int add_to_service(struct writer *w, const struct label *labels, size_t n, const char *type,
+                          uint32_t base, uint32_t series, int64_t time_s,
+                          const struct fc_tree *tree)
+{
+    uint32_t agg_base, agg_series;
+    bool to_agg;
+    int rc;
+
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(labels[i].name, FC_STORE_SERVICE_LABEL) == 0) {
+            if (labels[i].value[0] == '\0') {
+                return FC_OK;
+            }
+            rc = fc_store_service_route(w, labels[i].value, type, base, series, &to_agg, &agg_base,
+                                        &agg_series);
+            return rc || !to_agg ? rc : put_windows(w, agg_base, agg_series, time_s, tree);
+        }
+    }
+    return FC_OK;
 }
 
 static int write_profile(struct writer *w, struct frames *f, const struct fc_batch *b,
@@ -481,21 +560,11 @@ static int write_profile(struct writer *w, struct frames *f, const struct fc_bat
                     rc ? rc
                        : fc_store_write_spans(w, f, b, p, &groups[g], t, scale, series,
                                               (time_s >= 0 ? time_s / 10 : (time_s - 9) / 10) * 10);
-                for (int level = 0; rc == FC_OK && level < FC_STORE_LEVELS; level++) {
-                    int64_t d = fc_store_level_secs[level];
-                    int64_t window = (time_s >= 0 ? time_s / d : (time_s - d + 1) / d) * d;
-                    /*
-                     * The 10 s window now; coarser ones are marked dirty and
-                     * rebuilt from their children by the next flush. A 100 s
-                     * window whose 10 s windows were compacted away has no
-                     * children to be rebuilt from: merged now.
-                     */
-                    if (level == 0 || (level == 1 && window + d <= w->coarse_before)) {
-                        rc = add_window(w, w->windows, base, series, level, window, &tree);
-                    } else {
-                        rc = mark_dirty(w, base, level, window);
-                    }
-                }
+                rc = rc ? rc : put_windows(w, base, series, time_s, &tree);
+                /* The service's aggregate: whole-service queries read it instead of every pod. */
+                rc = rc ? rc
+                        : add_to_service(w, labels, n, (const char *)type_id.data, base, series,
+                                         time_s, &tree);
             }
             fc_tree_release(&tree);
         }
@@ -530,7 +599,7 @@ static int write_batches(struct writer *w, struct fc_batch *const *batches, size
         struct frames f;
         /* Windows are keyed without the tenant: write them out when it changes. */
         if (ws->tenant != NULL && strcmp(ws->tenant, b->tenant) != 0) {
-            rc = flush_windows(w, ws);
+            rc = fc_store_flush_windows(w, ws);
         }
         ws->tenant = b->tenant;
         w->tenant = b->tenant;
@@ -548,7 +617,7 @@ static int write_batches(struct writer *w, struct fc_batch *const *batches, size
         fc_buf_release(&f.record);
     }
     if (rc == FC_OK) {
-        rc = flush_windows(w, ws);
+        rc = fc_store_flush_windows(w, ws);
     } else {
         for (uint32_t i = 0; i < ws->n; i++) {
             fc_store_parts_release(&ws->v[i].parts);

@@ -638,7 +638,7 @@ static void test_corrupt_window_is_skipped(void **state)
 /* A store written in another on-disk format is refused at open, never misread. */
 static void test_other_format_is_refused(void **state)
 {
-    static const uint8_t key[] = "\0format\x04\0"; /* the key, then le32 4 */
+    static const uint8_t key[] = "\0format\x05\0"; /* the key, then le32 5 */
     char sub[128], path[160];
     struct fc_store_options o = {0};
     struct fc_store *s2;
@@ -674,7 +674,7 @@ static uint64_t ref_uvarint(const uint8_t **p)
 
 /*
  * A store written by format 3 (symbols were plain names) is read, and marked
- * format 4: made here from a format 4 store by rewriting, in LMDB itself,
+ * format 5: made here from a store of this build by rewriting, in LMDB itself,
  * every frame record of symid into the name format 3 wrote for it (the
  * function name: the record's first field) and the version into 3.
  */
@@ -785,7 +785,7 @@ static void test_names_of_format_3_still_read(void **state)
     }
     fc_store_result_release(&res);
     fc_store_close(s2);
-    /* Marked format 4 at open: reopens, and a format 3 build would refuse it. */
+    /* Marked format 5 at open: reopens, and a format 3 or 4 build would refuse it. */
     assert_int_equal(mdb_env_create(&env), 0);
     assert_int_equal(mdb_env_set_maxdbs(env, 32), 0);
     assert_int_equal(mdb_env_open(env, sub, MDB_RDONLY, 0644), 0);
@@ -796,7 +796,7 @@ static void test_names_of_format_3_still_read(void **state)
     assert_int_equal(mdb_get(txn, meta, &k, &v), 0);
     assert_int_equal(v.mv_size, 4);
     memcpy(&version, v.mv_data, 4);
-    assert_int_equal(version, 4);
+    assert_int_equal(version, 5);
     mdb_txn_abort(txn);
     mdb_env_close(env);
     release(&got);
