@@ -3,6 +3,7 @@
 #include "core/buf.h"
 #include "core/mem.h"
 #include "formats/otlp_layout.h"
+#include "formats/otlp_pb.h"
 #include "formats/otlp_unpack.h"
 #include "formats/pb.h"
 #include "formats/pbjson.h"
@@ -14,26 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-typedef Opentelemetry__Proto__Collector__Profiles__V1development__ExportProfilesServiceRequest
-    PbRequest;
-typedef Opentelemetry__Proto__Profiles__V1development__ProfilesDictionary PbDict;
-typedef Opentelemetry__Proto__Profiles__V1development__ResourceProfiles PbResourceProfiles;
-typedef Opentelemetry__Proto__Profiles__V1development__ScopeProfiles PbScopeProfiles;
-typedef Opentelemetry__Proto__Profiles__V1development__Profile PbProfile;
-typedef Opentelemetry__Proto__Profiles__V1development__Sample PbSample;
-typedef Opentelemetry__Proto__Profiles__V1development__Mapping PbMapping;
-typedef Opentelemetry__Proto__Profiles__V1development__Location PbLocation;
-typedef Opentelemetry__Proto__Profiles__V1development__Line PbLine;
-typedef Opentelemetry__Proto__Profiles__V1development__Function PbFunction;
-typedef Opentelemetry__Proto__Profiles__V1development__Link PbLink;
-typedef Opentelemetry__Proto__Profiles__V1development__Stack PbStack;
-typedef Opentelemetry__Proto__Profiles__V1development__ValueType PbValueType;
-typedef Opentelemetry__Proto__Profiles__V1development__KeyValueAndUnit PbKeyValueAndUnit;
-typedef Opentelemetry__Proto__Common__V1__AnyValue PbAnyValue;
-typedef Opentelemetry__Proto__Common__V1__KeyValue PbKeyValue;
-typedef Opentelemetry__Proto__Common__V1__InstrumentationScope PbScope;
-typedef Opentelemetry__Proto__Resource__V1__Resource PbResource;
 
 #define ANY(x) OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_##x
 
@@ -1613,11 +1594,6 @@ int fc_otlp_decode_json_depth(struct fc_batch *b, const char *text, size_t len, 
 }
 
 /* ---- responses ---------------------------------------------------------------------------- */
-
-typedef Opentelemetry__Proto__Collector__Profiles__V1development__ExportProfilesServiceResponse
-    PbResponse;
-typedef Opentelemetry__Proto__Collector__Profiles__V1development__ExportProfilesPartialSuccess
-    PbPartial;
 
 int fc_otlp_response(uint32_t rejected, const char *message, bool json, struct fc_buf *out)
 {

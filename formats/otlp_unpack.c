@@ -1,32 +1,11 @@
 #include "formats/otlp_unpack.h"
 
+#include "formats/otlp_pb.h"
 #include "formats/pb.h"
 #include "opentelemetry/proto/collector/profiles/v1development/profiles_service.pb-c.h"
 
 #include <stdbool.h>
 #include <string.h>
-
-typedef Opentelemetry__Proto__Collector__Profiles__V1development__ExportProfilesServiceRequest
-    PbRequest;
-typedef Opentelemetry__Proto__Profiles__V1development__ProfilesDictionary PbDict;
-typedef Opentelemetry__Proto__Profiles__V1development__ResourceProfiles PbResourceProfiles;
-typedef Opentelemetry__Proto__Profiles__V1development__ScopeProfiles PbScopeProfiles;
-typedef Opentelemetry__Proto__Profiles__V1development__Profile PbProfile;
-typedef Opentelemetry__Proto__Profiles__V1development__Sample PbSample;
-typedef Opentelemetry__Proto__Profiles__V1development__Mapping PbMapping;
-typedef Opentelemetry__Proto__Profiles__V1development__Location PbLocation;
-typedef Opentelemetry__Proto__Profiles__V1development__Line PbLine;
-typedef Opentelemetry__Proto__Profiles__V1development__Function PbFunction;
-typedef Opentelemetry__Proto__Profiles__V1development__Link PbLink;
-typedef Opentelemetry__Proto__Profiles__V1development__Stack PbStack;
-typedef Opentelemetry__Proto__Profiles__V1development__ValueType PbValueType;
-typedef Opentelemetry__Proto__Profiles__V1development__KeyValueAndUnit PbKeyValueAndUnit;
-typedef Opentelemetry__Proto__Common__V1__AnyValue PbAnyValue;
-typedef Opentelemetry__Proto__Common__V1__ArrayValue PbArrayValue;
-typedef Opentelemetry__Proto__Common__V1__KeyValueList PbKeyValueList;
-typedef Opentelemetry__Proto__Common__V1__KeyValue PbKeyValue;
-typedef Opentelemetry__Proto__Common__V1__InstrumentationScope PbScope;
-typedef Opentelemetry__Proto__Resource__V1__Resource PbResource;
 
 /* ---- the schema: each message's fields, indexed by field number --------------------------- */
 

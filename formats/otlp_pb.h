@@ -1,0 +1,37 @@
+/*
+ * Short names for the protobuf-c structs of an OTLP profiles request, shared
+ * by the OTLP decoder (formats/otlp.c) and the hand-written unpacker
+ * (formats/otlp_unpack.c).
+ */
+#ifndef FC_FORMATS_OTLP_PB_H
+#define FC_FORMATS_OTLP_PB_H
+
+#include "opentelemetry/proto/collector/profiles/v1development/profiles_service.pb-c.h"
+
+typedef Opentelemetry__Proto__Collector__Profiles__V1development__ExportProfilesServiceRequest
+    PbRequest;
+typedef Opentelemetry__Proto__Profiles__V1development__ProfilesDictionary PbDict;
+typedef Opentelemetry__Proto__Profiles__V1development__ResourceProfiles PbResourceProfiles;
+typedef Opentelemetry__Proto__Profiles__V1development__ScopeProfiles PbScopeProfiles;
+typedef Opentelemetry__Proto__Profiles__V1development__Profile PbProfile;
+typedef Opentelemetry__Proto__Profiles__V1development__Sample PbSample;
+typedef Opentelemetry__Proto__Profiles__V1development__Mapping PbMapping;
+typedef Opentelemetry__Proto__Profiles__V1development__Location PbLocation;
+typedef Opentelemetry__Proto__Profiles__V1development__Line PbLine;
+typedef Opentelemetry__Proto__Profiles__V1development__Function PbFunction;
+typedef Opentelemetry__Proto__Profiles__V1development__Link PbLink;
+typedef Opentelemetry__Proto__Profiles__V1development__Stack PbStack;
+typedef Opentelemetry__Proto__Profiles__V1development__ValueType PbValueType;
+typedef Opentelemetry__Proto__Profiles__V1development__KeyValueAndUnit PbKeyValueAndUnit;
+typedef Opentelemetry__Proto__Common__V1__AnyValue PbAnyValue;
+typedef Opentelemetry__Proto__Common__V1__KeyValue PbKeyValue;
+typedef Opentelemetry__Proto__Common__V1__InstrumentationScope PbScope;
+typedef Opentelemetry__Proto__Resource__V1__Resource PbResource;
+typedef Opentelemetry__Proto__Collector__Profiles__V1development__ExportProfilesServiceResponse
+    PbResponse;
+typedef Opentelemetry__Proto__Collector__Profiles__V1development__ExportProfilesPartialSuccess
+    PbPartial;
+typedef Opentelemetry__Proto__Common__V1__ArrayValue PbArrayValue;
+typedef Opentelemetry__Proto__Common__V1__KeyValueList PbKeyValueList;
+
+#endif
