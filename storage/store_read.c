@@ -27,19 +27,24 @@ static void ids_push(struct idset *s, uint32_t id)
     s->v[s->n++] = id;
 }
 
-/* Series ids of (name, value), from the postings, sorted. */
-static void postings(struct reader *r, const char *name, const char *value, struct idset *out)
+/*
+ * Series ids of (name, value), from the postings, sorted. With cap > 0 it
+ * stops after cap + 1 ids and returns false: the list is longer than cap.
+ */
+static bool postings(struct reader *r, const char *name, const char *value, size_t cap,
+                     struct idset *out)
 {
     struct key k;
     MDB_cursor *c;
     MDB_val kv, v;
+    size_t n = 0;
     int rc;
 
     key_tenant(&k, r->tenant);
     key_h64(&k, name, strlen(name));
     key_h64(&k, value, strlen(value));
     if (mdb_cursor_open(r->txn, r->s->db[DB_POST], &c) != 0) {
-        return;
+        return true;
     }
     kv = val(k.b, k.n);
     for (rc = mdb_cursor_get(c, &kv, &v, MDB_SET_RANGE); rc == 0;
@@ -47,27 +52,14 @@ static void postings(struct reader *r, const char *name, const char *value, stru
         if (kv.mv_size != k.n + 4 || memcmp(kv.mv_data, k.b, k.n) != 0) {
             break;
         }
+        if (cap != 0 && n++ == cap) {
+            mdb_cursor_close(c);
+            return false;
+        }
         ids_push(out, be32((const uint8_t *)kv.mv_data + k.n));
     }
     mdb_cursor_close(c);
-}
-
-static void intersect(struct idset *a, const struct idset *b)
-{
-    size_t i = 0, j = 0, n = 0;
-
-    while (i < a->n && j < b->n) {
-        if (a->v[i] < b->v[j]) {
-            i++;
-        } else if (a->v[i] > b->v[j]) {
-            j++;
-        } else {
-            a->v[n++] = a->v[i];
-            i++;
-            j++;
-        }
-    }
-    a->n = n;
+    return true;
 }
 
 /* The value of label name in canonical labels, or "". */
@@ -123,43 +115,60 @@ static void all_series(struct reader *r, struct idset *out)
 }
 
 /*
+ * The shortest postings list among the selector's equalities (the profile
+ * type and every non-empty `=`), into out; false when it has none. Every
+ * candidate is checked against the whole selector afterwards, so one list
+ * is enough: the others would only narrow what that check narrows anyway.
+ * Lists are first counted under a cap that grows eightfold, so a query of
+ * one pod among 10,000 never walks the service's or the type's long lists.
+ */
+static bool shortest_postings(struct reader *r, const struct fc_selector *sel, struct idset *out)
+{
+    bool any = sel->profile_type != NULL;
+
+    for (size_t i = 0; i < sel->n && !any; i++) {
+        any = sel->matchers[i].op == FC_MATCH_EQ && sel->matchers[i].value[0] != '\0';
+    }
+    if (!any) {
+        return false;
+    }
+    for (size_t cap = 64;; cap = cap > SIZE_MAX / 8 ? 0 : cap * 8) {
+        out->n = 0;
+        if (sel->profile_type != NULL &&
+            postings(r, "__profile_type__", sel->profile_type, cap, out)) {
+            return true;
+        }
+        for (size_t i = 0; i < sel->n; i++) {
+            const struct fc_matcher *m = &sel->matchers[i];
+            if (m->op != FC_MATCH_EQ || m->value[0] == '\0') {
+                continue;
+            }
+            /* The first list that fits under this cap is within 8x of the shortest. */
+            out->n = 0;
+            if (postings(r, m->name, m->value, cap, out)) {
+                return true;
+            }
+        }
+    }
+}
+
+/*
  * Series of the tenant matching the selector: narrowed by the index (the
- * profile type, then every non-empty equality), then checked in full.
+ * shortest equality's postings), then checked in full against the labels.
  */
 static int match_series(struct reader *r, const struct fc_selector *sel, bool need_type,
                         struct idset *out)
 {
     struct idset cand = {0};
     char buf[4096];
-    bool narrowed = false;
 
     if (sel->profile_type == NULL && need_type) {
         return fc_errorf(r->err, FC_EPROTO,
                          "the query must select a profile type, e.g. "
                          "process_cpu:cpu:nanoseconds:cpu:nanoseconds{...}");
     }
-    if (sel->profile_type != NULL) {
-        postings(r, "__profile_type__", sel->profile_type, &cand);
-        narrowed = true;
-    }
-    for (size_t i = 0; i < sel->n; i++) {
-        const struct fc_matcher *m = &sel->matchers[i];
-        if (m->op == FC_MATCH_EQ && m->value[0] != '\0' && !narrowed) {
-            postings(r, m->name, m->value, &cand);
-            narrowed = true;
-        }
-    }
-    if (!narrowed) {
+    if (!shortest_postings(r, sel, &cand)) {
         all_series(r, &cand);
-    }
-    for (size_t i = 0; i < sel->n && cand.n > 0; i++) {
-        const struct fc_matcher *m = &sel->matchers[i];
-        if (m->op == FC_MATCH_EQ && m->value[0] != '\0') {
-            struct idset other = {0};
-            postings(r, m->name, m->value, &other);
-            intersect(&cand, &other);
-            free(other.v);
-        }
     }
     for (size_t i = 0; i < cand.n; i++) {
         struct key k;
@@ -170,6 +179,10 @@ static int match_series(struct reader *r, const struct fc_selector *sel, bool ne
         kv = val(k.b, k.n);
         if (mdb_get(r->txn, r->s->db[DB_SID], &kv, &v) != 0) {
             continue;
+        }
+        if (sel->profile_type != NULL) {
+            ok = strcmp(label_in(v.mv_data, v.mv_size, "__profile_type__", buf, sizeof(buf)),
+                        sel->profile_type) == 0;
         }
         for (size_t j = 0; ok && j < sel->n; j++) {
             ok = fc_matcher_match(

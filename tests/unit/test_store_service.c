@@ -443,6 +443,49 @@ static void test_format_4_gets_its_aggregates(void **state)
     mdb_env_close(env);
 }
 
+/*
+ * One pod among 600 of a service: series are found from the shortest
+ * equality's postings (storage/store_read.c), whatever the order of the
+ * matchers, so lists longer than the first caps (64, 512) must still be
+ * read whole. Pod q<i> has work i + 1 and idle 1000 (cpu), 1 + 2 samples;
+ * every ninth pod also has zone=z (67 pods: i = 0, 9, ..., 594).
+ */
+static void test_one_pod_among_many(void **state)
+{
+    struct fc_store *s = open_store("many");
+
+    (void)state;
+    for (int i = 0; i < 600; i++) {
+        char pod[16];
+        struct fc_batch *b;
+        snprintf(pod, sizeof(pod), "q%d", i);
+        b = profile("big", pod, BASE + i % 300, i + 1, 1000, NULL);
+        if (i % 9 == 0) {
+            fc_profile_set_label(b, &b->profiles[0], "zone", "z");
+        }
+        write1(s, b);
+    }
+    assert_int_equal(query(s, CPU "{service_name=\"big\",pod=\"q137\"}", BASE, BASE + 3600).total,
+                     138 + 1000);
+    assert_int_equal(query(s, CPU "{pod=\"q137\",service_name=\"big\"}", BASE, BASE + 3600).total,
+                     138 + 1000);
+    /* The type is checked on each candidate: pod q5's postings hold both types' series. */
+    assert_int_equal(query(s, CPU "{pod=\"q5\"}", BASE, BASE + 3600).total, 6 + 1000);
+    assert_int_equal(query(s, SAMPLES "{pod=\"q5\"}", BASE, BASE + 3600).total, 3);
+    /* 67 pods: past the first cap. 9 * (0 + 1 + ... + 66) + 67 * 1001. */
+    assert_int_equal(query(s, CPU "{service_name=\"big\",zone=\"z\"}", BASE, BASE + 3600).total,
+                     9 * 66 * 67 / 2 + 67 * 1001);
+    /* q100..q199 (anchored), narrowed by service_name alone: past the second cap. */
+    assert_int_equal(query(s, CPU "{service_name=\"big\",pod=~\"q1..\"}", BASE, BASE + 3600).total,
+                     (100 + 199) * 100 / 2 + 100 * 1001);
+    /* The whole service (its aggregate): 0 + 1 + ... + 599 + 600 * 1001. */
+    assert_int_equal(query(s, CPU "{service_name=\"big\"}", BASE, BASE + 3600).total,
+                     599 * 600 / 2 + 600 * 1001);
+    assert_int_equal(query(s, CPU "{service_name=\"big\",pod=\"q600\"}", BASE, BASE + 3600).total,
+                     0);
+    fc_store_close(s);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -464,6 +507,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_whole_service_is_the_sum_of_its_series),
         cmocka_unit_test(test_format_4_gets_its_aggregates),
+        cmocka_unit_test(test_one_pod_among_many),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
