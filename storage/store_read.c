@@ -675,6 +675,53 @@ int fc_store_series_labels(struct fc_store *s, const char *tenant,
     return rc;
 }
 
+/*
+ * SelectSeries of a whole service (fc_store_service_of) grouped by nothing
+ * or by service_name alone: every series falls in one group, so its totals
+ * are the service's timeline, read from its aggregate and first base
+ * instead of series by series. false: not such a query (*rc untouched).
+ */
+static bool whole_service_series(struct reader *r, const struct fc_store_query *q, int64_t step_ns,
+                                 size_t n_buckets, const char *const *group_by, size_t n_group_by,
+                                 struct fc_store_timeseries **out, size_t *n, int *rc)
+{
+    struct fc_store_service sv;
+    struct fc_buf group;
+
+    for (size_t j = 0; j < n_group_by; j++) {
+        if (strcmp(group_by[j], FC_STORE_SERVICE_LABEL) != 0) {
+            return false;
+        }
+    }
+    if (!fc_store_service_of(r, q, &sv)) {
+        return false;
+    }
+    *rc = FC_OK;
+    if (sv.first.n + sv.agg.n > 0) {
+        /* The group's labels as the per-series path writes them. */
+        fc_buf_init(&group, 0);
+        fc_buf_append(&group, "", 0);
+        for (size_t j = 0; j < n_group_by; j++) {
+            fc_buf_puts(&group, group_by[j]);
+            fc_buf_append(&group, "\x01", 1);
+            fc_buf_puts(&group, q->selector->matchers[0].value);
+            fc_buf_append(&group, "\x02", 1);
+        }
+        *out = fc_xcalloc(1, sizeof(**out));
+        (*out)[0].labels = (char *)fc_buf_detach(&group, NULL);
+        (*out)[0].buckets = fc_xcalloc(n_buckets + 1, sizeof(int64_t));
+        *n = 1;
+        if (sv.first.n > 0) {
+            *rc = timeline_of(r, q, &sv.first, step_ns, (*out)[0].buckets, n_buckets);
+        }
+        if (*rc == FC_OK && sv.agg.n > 0) {
+            *rc = timeline_of(r, q, &sv.agg, step_ns, (*out)[0].buckets, n_buckets);
+        }
+    }
+    fc_store_service_release(&sv);
+    return true;
+}
+
 int fc_store_select_series(struct fc_store *s, const struct fc_store_query *q, int64_t step_ns,
                            size_t n_buckets, const char *const *group_by, size_t n_group_by,
                            struct fc_store_timeseries **out, size_t *n, struct fc_error *err)
@@ -688,6 +735,10 @@ int fc_store_select_series(struct fc_store *s, const struct fc_store_query *q, i
     *out = NULL;
     *n = 0;
     if ((rc = begin_read(s, &r, q->tenant, err)) != FC_OK) {
+        return rc;
+    }
+    if (whole_service_series(&r, q, step_ns, n_buckets, group_by, n_group_by, out, n, &rc)) {
+        mdb_txn_abort(r.txn);
         return rc;
     }
     rc = match_series(&r, q->selector, true, &ids);

@@ -190,6 +190,42 @@ static int64_t timeline_sum(struct fc_store *s, const char *selector, int64_t fr
     return sum;
 }
 
+/*
+ * SelectSeries of selector over [from_s, from_s + 200 s) in 100 s steps,
+ * grouped by group_by (NULL: not grouped): the group whose labels are
+ * want_labels must have the two totals want0, want1; returns the groups.
+ */
+static size_t series2(struct fc_store *s, const char *selector, int64_t from_s,
+                      const char *group_by, const char *want_labels, int64_t want0, int64_t want1)
+{
+    struct fc_selector sel;
+    struct fc_store_query q = {0};
+    struct fc_error err = {0};
+    struct fc_store_timeseries *ts;
+    size_t n, found = 0;
+    const char *const gb[1] = {group_by};
+
+    assert_int_equal(fc_selector_parse(selector, &sel, &err), FC_OK);
+    q.tenant = "svc";
+    q.selector = &sel;
+    q.from_ns = from_s * 1000000000LL;
+    q.until_ns = (from_s + 200) * 1000000000LL;
+    assert_int_equal(
+        fc_store_select_series(s, &q, 100000000000LL, 2, gb, group_by ? 1 : 0, &ts, &n, &err),
+        FC_OK);
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(ts[i].labels, want_labels) == 0) {
+            assert_int_equal(ts[i].buckets[0], want0);
+            assert_int_equal(ts[i].buckets[1], want1);
+            found++;
+        }
+    }
+    assert_int_equal(found, 1);
+    fc_store_timeseries_free(ts, n);
+    fc_selector_release(&sel);
+    return n;
+}
+
 #define API CPU "{service_name=\"api\"}"
 
 /*
@@ -239,6 +275,17 @@ static void check_all(struct fc_store *s)
     assert_int_equal(a.work, 0);
     assert_int_equal(query(s, CPU "{service_name=~\"api\"}", BASE, BASE + 3600).total, 7703);
     assert_int_equal(timeline_sum(s, API, BASE, BASE + 3600), 7703);
+    /* SelectSeries: [BASE, +100) holds p1 1100, p2 2200 and p9's api sample 3; [+100, +200) p3. */
+    assert_int_equal(series2(s, API, BASE, NULL, "", 3303, 4400), 1);
+    assert_int_equal(series2(s, API, BASE, "service_name",
+                             "service_name\x01"
+                             "api\x02",
+                             3303, 4400),
+                     1);
+    assert_int_equal(series2(s, API, BASE, "pod", "pod\x01p2\x02", 2200, 0), 4);
+    series2(s, API, BASE, "pod", "pod\x01p3\x02", 0, 4400);
+    series2(s, API, BASE, "pod", "pod\x01p9\x02", 3, 0);
+    series2(s, CPU "{service_name=\"web\"}", BASE, NULL, "", 48, 0);
 }
 
 static void test_whole_service_is_the_sum_of_its_series(void **state)
