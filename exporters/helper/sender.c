@@ -73,6 +73,9 @@ const struct fc_field fc_queue_fields[] = {
     {"storage", FC_FIELD_STR, "", offsetof(struct fc_queue_config, storage),
      "a directory: a persistent queue there (fsynced before acknowledging, replayed at start; "
      "one flamecol per directory); \"\" = in memory"},
+    {"batch", FC_FIELD_NODE, "", offsetof(struct fc_queue_config, batch),
+     "not implemented (the Collector's batching inside the exporter): a config that sets it is "
+     "refused; the `batch` processor before the exporter merges requests"},
     {NULL},
 };
 
@@ -128,6 +131,15 @@ int fc_sender_config_check(const struct fc_sender_config *cfg, struct fc_error *
                              "retry_on_failure.max_elapsed_time: must not be "
                              "less than max_interval");
         }
+    }
+    if (q->batch != NULL) {
+        /*
+         * Merging requests costs more CPU than the sends it saves here
+         * (README, Performance: forwarding), so it is not built.
+         */
+        return fc_errorf(err, FC_ECONFIG,
+                         "sending_queue.batch: not implemented in flamecol; put the `batch` "
+                         "processor before this exporter to merge requests");
     }
     if (q->enabled) {
         if (q->num_consumers < 1 || q->num_consumers > 1000) {

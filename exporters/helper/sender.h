@@ -53,12 +53,13 @@ struct fc_retry_config {
 };
 
 struct fc_queue_config {
-    bool enabled;           /* true */
-    int64_t num_consumers;  /* 10 */
-    int64_t queue_size;     /* 1000, in units of sizer */
-    int sizer;              /* enum fc_queue_sizer; requests */
-    bool block_on_overflow; /* false */
-    const char *storage;    /* "" = in memory; else a directory: persistent queue */
+    bool enabled;                /* true */
+    int64_t num_consumers;       /* 10 */
+    int64_t queue_size;          /* 1000, in units of sizer */
+    int sizer;                   /* enum fc_queue_sizer; requests */
+    bool block_on_overflow;      /* false */
+    const char *storage;         /* "" = in memory; else a directory: persistent queue */
+    const struct fc_node *batch; /* the Collector's sending_queue.batch: refused, not built */
 };
 
 struct fc_sender_config {

@@ -928,6 +928,9 @@ class ConfigTest(unittest.TestCase):
             ("  otlphttp:\n    endpoint: http://h:1\n    compression: br\n", "otlphttp", "compression"),
             ("  otlphttp:\n    endpoint: http://h:1\n    retry_on_failure: {multiplier: 0.5}\n", "otlphttp",
              "multiplier"),
+            # The Collector's exporter batching: said to be missing, not taken as an unknown key.
+            ("  otlp:\n    endpoint: 127.0.0.1:1\n    sending_queue: {batch: {flush_timeout: 200ms}}\n",
+             "otlp", "sending_queue.batch: not implemented in flamecol"),
         ]
         for yaml_text, names, want in cases:
             rc, out = self.validate(yaml_text, names)
