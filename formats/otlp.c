@@ -794,6 +794,14 @@ static uint32_t enc_cstr(struct encoder *e, const char *s)
     return id;
 }
 
+/*
+ * A string value written inline (string_value, not string_value_strindex)
+ * stays out of the request's string_table: the row keeps the source batch's
+ * string index, marked with this encoder-private flag, and any_of() reads
+ * the text from there. Interning it would leave an unused string_table entry.
+ */
+#define ENC_VALUE_SRC (1u << 7)
+
 static uint32_t enc_attr_row(struct encoder *e, const struct fc_attr *a)
 {
     struct fc_attr row = *a;
@@ -801,8 +809,10 @@ static uint32_t enc_attr_row(struct encoder *e, const struct fc_attr *a)
 
     row.key = enc_str(e, a->key);
     row.unit = enc_str(e, a->unit);
-    if (a->kind == FC_ATTR_STR) {
+    if (a->kind == FC_ATTR_STR && (a->flags & FC_ATTR_VALUE_STRINDEX)) {
         row.v.str = enc_str(e, a->v.str);
+    } else if (a->kind == FC_ATTR_STR) {
+        row.flags |= ENC_VALUE_SRC;
     }
     if (e->rc == FC_OK) {
         e->rc = fc_dict_attr(e->dst, &row, &id);
@@ -815,9 +825,10 @@ static uint32_t enc_attr(struct encoder *e, uint32_t a)
     MEMO(e, attr, a, ((id_ = enc_attr_row(e, &e->src->dict.attrs[a])), e->rc));
 }
 
-/* A new attribute of the conventions (the key and string value are text). */
-static uint32_t new_attr(struct encoder *e, const char *key, enum fc_attr_kind kind,
-                         const char *str, int64_t i)
+/* A new attribute of the conventions: the key is text, a string value is the source batch's
+ * string str, written inline. */
+static uint32_t new_attr(struct encoder *e, const char *key, enum fc_attr_kind kind, uint32_t str,
+                         int64_t i)
 {
     struct fc_attr a = {0};
     uint32_t id = 0;
@@ -825,7 +836,8 @@ static uint32_t new_attr(struct encoder *e, const char *key, enum fc_attr_kind k
     a.key = enc_cstr(e, key);
     a.kind = (uint8_t)kind;
     if (kind == FC_ATTR_STR) {
-        a.v.str = enc_cstr(e, str);
+        a.v.str = str;
+        a.flags = ENC_VALUE_SRC;
     } else if (kind == FC_ATTR_BOOL) {
         a.v.b = i != 0;
     } else {
@@ -916,11 +928,11 @@ static uint32_t enc_mapping(struct encoder *e, uint32_t m)
     }
     /* pprof-only fields, as the Collector's translator writes them. */
     if (s->build_id != 0 && !has_key(b, s->attrs, FC_OTLP_BUILD_ID_KEY)) {
-        idl_push(&l, new_attr(e, FC_OTLP_BUILD_ID_KEY, FC_ATTR_STR, fc_str(b, s->build_id), 0));
+        idl_push(&l, new_attr(e, FC_OTLP_BUILD_ID_KEY, FC_ATTR_STR, s->build_id, 0));
     }
     for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++) {
         if ((s->flags & flags[i].flag) && !has_key(b, s->attrs, flags[i].key)) {
-            idl_push(&l, new_attr(e, flags[i].key, FC_ATTR_BOOL, NULL, 1));
+            idl_push(&l, new_attr(e, flags[i].key, FC_ATTR_BOOL, 0, 1));
         }
     }
     row.memory_start = s->memory_start;
@@ -954,7 +966,7 @@ static uint32_t enc_location(struct encoder *e, uint32_t loc)
         idl_push(&l, enc_attr(e, fc_span_idx(b, s->attrs)[i]));
     }
     if (s->is_folded && !has_key(b, s->attrs, FC_OTLP_IS_FOLDED_KEY)) {
-        idl_push(&l, new_attr(e, FC_OTLP_IS_FOLDED_KEY, FC_ATTR_BOOL, NULL, 1));
+        idl_push(&l, new_attr(e, FC_OTLP_IS_FOLDED_KEY, FC_ATTR_BOOL, 0, 1));
     }
     row.mapping = enc_mapping(e, s->mapping);
     row.address = s->address;
@@ -1092,7 +1104,8 @@ static ProtobufCMessage *unpack_blob(ProtobufCAllocator *alloc, const ProtobufCM
 static PbAnyValue *any_of(struct encoder *e, const struct fc_attr *a, bool dst_strings)
 {
     ProtobufCAllocator alloc = {arena_alloc, arena_free, e->dst->arena};
-    const struct fc_batch *sb = dst_strings ? e->dst : e->src;
+    /* dst_strings: a row of the request's dictionary, whose inline values are source strings. */
+    const struct fc_batch *sb = dst_strings && !(a->flags & ENC_VALUE_SRC) ? e->dst : e->src;
     PbAnyValue *v = NEW(e, PbAnyValue, opentelemetry__proto__common__v1__any_value__init);
 
     if (v == NULL) {
@@ -1216,21 +1229,18 @@ static struct fc_span profile_attrs(struct encoder *e, const struct fc_profile *
         idl_push(&l, enc_attr(e, fc_span_idx(b, p->attrs)[i]));
     }
     if (p->drop_frames && !has_key(b, p->attrs, FC_OTLP_DROP_FRAMES_KEY)) {
-        idl_push(&l,
-                 new_attr(e, FC_OTLP_DROP_FRAMES_KEY, FC_ATTR_STR, fc_str(b, p->drop_frames), 0));
+        idl_push(&l, new_attr(e, FC_OTLP_DROP_FRAMES_KEY, FC_ATTR_STR, p->drop_frames, 0));
     }
     if (p->keep_frames && !has_key(b, p->attrs, FC_OTLP_KEEP_FRAMES_KEY)) {
-        idl_push(&l,
-                 new_attr(e, FC_OTLP_KEEP_FRAMES_KEY, FC_ATTR_STR, fc_str(b, p->keep_frames), 0));
+        idl_push(&l, new_attr(e, FC_OTLP_KEEP_FRAMES_KEY, FC_ATTR_STR, p->keep_frames, 0));
     }
     if (p->default_sample_type && !has_key(b, p->attrs, FC_OTLP_DEFAULT_TYPE_KEY)) {
-        idl_push(&l, new_attr(e, FC_OTLP_DEFAULT_TYPE_KEY, FC_ATTR_STR,
-                              fc_str(b, p->default_sample_type), 0));
+        idl_push(&l, new_attr(e, FC_OTLP_DEFAULT_TYPE_KEY, FC_ATTR_STR, p->default_sample_type, 0));
     }
     for (uint32_t i = 0; i < p->comments.n; i++) {
         char key[64];
         snprintf(key, sizeof(key), "%s.%u", FC_OTLP_COMMENT_KEY, i);
-        idl_push(&l, new_attr(e, key, FC_ATTR_STR, fc_str(b, fc_span_idx(b, p->comments)[i]), 0));
+        idl_push(&l, new_attr(e, key, FC_ATTR_STR, fc_span_idx(b, p->comments)[i], 0));
     }
     return finish_span(e, &l);
 }

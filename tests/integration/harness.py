@@ -553,6 +553,30 @@ def pprof_top_flat(top):
     return flat
 
 
+def flamegraph_paths(names, levels):
+    """{root-first "a;b;c" path: [total, self]} of a flame graph given as names and levels of
+    [x delta, total, self, name index] quadruples (flamebearer): each node's parent is the node
+    one level up whose span holds its x; nodes of the same path are added up."""
+    out, above = {}, []
+    for level in levels:
+        here, x, j = [], 0, 0
+        for i in range(0, len(level), 4):
+            x += int(level[i])
+            total = int(level[i + 1])
+            while j < len(above) and above[j][1] <= x:
+                j += 1  # parents ending at or before x (x only grows along a level)
+            if above and not (j < len(above) and above[j][0] <= x < above[j][1]):
+                raise AssertionError("node at x=%d has no parent" % x)
+            path = (above[j][2] + ";" if above else "") + names[int(level[i + 3])]
+            node = out.setdefault(path, [0, 0])
+            node[0] += total
+            node[1] += int(level[i + 2])
+            here.append((x, x + total, path))
+            x += total
+        above = here
+    return out
+
+
 def flamegraph_flat(names, levels):
     """(total, {function: self}) of a flame graph given as names and levels of [x, total, self,
     name index] quadruples (flamebearer and Connect's FlameGraph alike); zero selfs left out."""
@@ -565,3 +589,92 @@ def flamegraph_flat(names, levels):
                 name = names[int(level[i + 3])]
                 flat[name] = flat.get(name, 0) + int(level[i + 2])
     return total, flat
+
+
+def _one(fields, n):
+    return fields.get(n, [0])[0]
+
+
+def otlp_unused_rows(body):
+    """The problems of one OTLP ExportProfilesServiceRequest's dictionary, read from the wire
+    (profiles.proto's field numbers): rows nothing reaches ("unused string 7") and indices
+    past their table ("dangling link 3"). Index 0 of every table is the zero row."""
+    req = pb_fields(body)
+    d = pb_fields(_one(req, 2) or b"")
+    names = {1: "mapping", 2: "location", 3: "function", 4: "link", 5: "string",
+             6: "attribute", 7: "stack"}
+    tabs = {k: d.get(k, []) for k in names}
+    used = {k: {0} for k in names}
+    problems = []
+
+    def mark(k, i):
+        if i >= max(1, len(tabs[k])):
+            problems.append("dangling %s %d" % (names[k], i))
+            return False
+        new = i not in used[k]
+        used[k].add(i)
+        return new
+
+    def key_values(kvs):  # common.v1.KeyValue: key_strindex 3, AnyValue string_value_strindex 8
+        for kv in kvs:
+            f = pb_fields(kv)
+            mark(5, _one(f, 3))
+            if 2 in f:
+                mark(5, _one(pb_fields(f[2][0]), 8))
+
+    for rp in req.get(1, []):
+        rpf = pb_fields(rp)
+        for res in rpf.get(1, []):
+            key_values(pb_fields(res).get(1, []))
+        for sp in rpf.get(2, []):
+            spf = pb_fields(sp)
+            for scope in spf.get(1, []):
+                key_values(pb_fields(scope).get(3, []))
+            for prof in spf.get(2, []):
+                p = pb_fields(prof)
+                for vt in p.get(1, []) + p.get(5, []):
+                    v = pb_fields(vt)
+                    mark(5, _one(v, 1))
+                    mark(5, _one(v, 2))
+                for a in pb_varints(p.get(11, [])):
+                    mark(6, a)
+                for s in p.get(2, []):
+                    x = pb_fields(s)
+                    mark(7, _one(x, 1))
+                    mark(4, _one(x, 3))
+                    for a in pb_varints(x.get(2, [])):
+                        mark(6, a)
+    for i in sorted(used[7]):
+        if i < len(tabs[7]):
+            for loc in pb_varints(pb_fields(tabs[7][i]).get(1, [])):
+                mark(2, loc)
+    for i in sorted(used[2]):
+        if i < len(tabs[2]):
+            x = pb_fields(tabs[2][i])
+            mark(1, _one(x, 1))
+            for a in pb_varints(x.get(4, [])):
+                mark(6, a)
+            for line in x.get(3, []):
+                mark(3, _one(pb_fields(line), 1))
+    for i in sorted(used[3]):
+        if i < len(tabs[3]):
+            x = pb_fields(tabs[3][i])
+            for k in (1, 2, 3):
+                mark(5, _one(x, k))
+    for i in sorted(used[1]):
+        if i < len(tabs[1]):
+            x = pb_fields(tabs[1][i])
+            mark(5, _one(x, 4))
+            for a in pb_varints(x.get(5, [])):
+                mark(6, a)
+    for i in sorted(used[6]):
+        if i < len(tabs[6]):
+            x = pb_fields(tabs[6][i])
+            mark(5, _one(x, 1))
+            mark(5, _one(x, 3))
+            if 2 in x:
+                mark(5, _one(pb_fields(x[2][0]), 8))
+    for k, name in names.items():
+        for i in sorted(set(range(len(tabs[k]))) - used[k]):
+            problems.append("unused %s %d%s" % (name, i, " %r" % tabs[k][i][:40] if k == 5 else ""))
+    return problems

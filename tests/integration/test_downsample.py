@@ -8,13 +8,23 @@ by function names) has at most max_nodes nodes, and no node of it other than
 an `other` one is heavier than the same node of the raw profile. `validate`
 refuses `storage` without `window`.
 
-`window` (WindowTest): corpus profiles at 10 s intervals (their time fields
-rewritten by this test) into a store through `window: 60s`, and the same into
-a second collector's store without the processor: after SIGTERM (which emits
-the open windows) the 1 h flame graph of every profile type is the same in
-both, its total is the corpus's `pprof -top` total x the pushes, and fewer
-profiles reach the store. With `storage`, a kill -9 after every push was
-acknowledged loses nothing: the restarted collector replays them.
+`window` (WindowTest): an hour of corpus profiles at 10 s intervals (5 series,
+9 profile types; their time fields rewritten by this test) into a store
+through `window: 60s`, and the same into a second collector's store without
+the processor: after SIGTERM (which emits the open windows) the 1 h flame
+graph of every profile type is the same in both, every call path's total and
+self, its total is the corpus's `pprof -top` total x the pushes, 360 profiles
+a series went in and 59 windows a series came out before SIGTERM (one window
+a minute instead of six profiles), and the database file is
+smaller by more than 10 % (the pages in use are about equal: not asserted).
+With `storage`, a kill -9 after every push was acknowledged loses nothing: the
+restarted collector replays them; kill -9 at random points through rounds of
+pushes loses nothing either, and stores twice at most what was not done.
+
+Forwarded requests (ForwardedRowsTest): every corpus profile folded, and merged
+into windows, leaves through `otlphttp` to a fake peer with no unused and no
+dangling dictionary row (strings, attributes, mappings, links, functions,
+locations, stacks), read from the wire.
 
 Refusals downstream (WindowRefusedDownstreamTest): flamecol A (window 2s ->
 `otlphttp` without queue or retries of its own) forwards to flamecol B
@@ -30,16 +40,19 @@ import ctypes.util
 import gzip
 import json
 import os
+import random
 import re
 import shutil
 import signal
 import tempfile
+import threading
 import time
 import unittest
 import urllib.parse
 
-from harness import (Collector, corpus_files, free_port, http, parse_top, pb_ld, pb_varint, pb_vi,
-                     read_corpus, validate_processor)
+from fake_peers import HttpPeer
+from harness import (Collector, corpus_files, flamegraph_paths, free_port, http, otlp_unused_rows,
+                     parse_top, pb_fields, pb_ld, pb_varint, pb_vi, read_corpus, validate_processor)
 
 MAX_NODES = 40
 
@@ -261,14 +274,19 @@ def push(c, name, service, t_ns):
     assert code == 200, body
 
 
-def flame(c, ptype, service):
-    """(numTicks, {function: self}) of the store's flame graph of [T0, T0 + 1 h)."""
+def render_hour(c, ptype, service):
+    """The flamebearer of the store's flame graph of [T0, T0 + 1 h)."""
     q = urllib.parse.urlencode({"query": '%s{service_name="%s"}' % (ptype, service),
                                 "from": str(T0 // 10**9), "until": str((T0 + HOUR) // 10**9 - 1),
                                 "maxNodes": "1048576"})
     code, _, body = http("GET", c.base + "/pyroscope/render?" + q)
     assert code == 200, body
-    fb = json.loads(body)["flamebearer"]
+    return json.loads(body)["flamebearer"]
+
+
+def flame(c, ptype, service):
+    """(numTicks, {function: self}) of the store's flame graph of [T0, T0 + 1 h)."""
+    fb = render_hour(c, ptype, service)
     flat = {}
     for level in fb["levels"]:
         for i in range(0, len(level), 4):
@@ -276,6 +294,12 @@ def flame(c, ptype, service):
                 name = fb["names"][level[i + 3]]
                 flat[name] = flat.get(name, 0) + level[i + 2]
     return fb["numTicks"], flat
+
+
+def flame_paths(c, ptype, service):
+    """{root-first path: [total, self]} of the store's flame graph of [T0, T0 + 1 h)."""
+    fb = render_hour(c, ptype, service)
+    return flamegraph_paths(fb["names"], fb["levels"])
 
 
 def types(c):
@@ -309,26 +333,32 @@ class WindowTest(unittest.TestCase):
         return c
 
     def test_flame_graph_equal_and_fewer_profiles_stored(self):
-        files = ["go-1s-cpu", "go-1s-heap"]
-        n = 36  # 6 minutes of 10 s profiles per series: 6 windows each
+        # An hour of 10 s profiles of 5 series (Go cpu and heap, Node wall, Pyroscope's Go
+        # cpu and Node inuse_space: 9 profile types) pushed to both collectors alike.
+        files = ["go-1s-cpu", "go-1s-heap", "node-1s-wall", "pyroscope-go-cpu",
+                 "pyroscope-nodejs-0.4.13-inuse_space"]
+        n = 360  # 60 windows of 6 profiles per series
         ds = self.collector("ds")
         raw = self.collector("raw", processors="[]")
-        for k in range(n):
-            for f in files:
-                for c in (ds, raw):
+
+        def push_all(c):
+            for k in range(n):
+                for f in files:
                     push(c, f, "svc-" + f, T0 + k * 10 * 10**9)
-        in_profiles = ds.metric("flamecol_processor_downsample_window_profiles_in_total",
-                                'processor="downsample",pipeline="profiles"')
+
+        pushers = [threading.Thread(target=push_all, args=(c,)) for c in (ds, raw)]
+        for t in pushers:
+            t.start()
+        for t in pushers:
+            t.join()
+        labels = 'processor="downsample",pipeline="profiles"'
+        in_profiles = ds.metric("flamecol_processor_downsample_window_profiles_in_total", labels)
         self.assertEqual(in_profiles, n * len(files))
-        # A series' window is sent once a profile of its next window arrives: 5 of 6 windows
+        # A series' window is sent once a profile of its next window arrives: 59 of 60 windows
         # per series by now (the last one waits for its deadline, 75 s away, or shutdown).
         out = "flamecol_processor_downsample_window_profiles_out_total"
-        labels = 'processor="downsample",pipeline="profiles"'
-        for _ in range(500):
-            if ds.metric(out, labels) >= 5 * len(files):
-                break
-            time.sleep(0.02)
-        self.assertEqual(ds.metric(out, labels), 5 * len(files))
+        wait_for("59 windows a series sent", lambda: ds.metric(out, labels) >= 59 * len(files))
+        self.assertEqual(ds.metric(out, labels), 59 * len(files))
         # SIGTERM: the open windows (the last of each series at least) are emitted.
         self.assertEqual(ds.stop(), 0, ds.log())
         self.assertEqual(raw.stop(), 0, raw.log())
@@ -338,21 +368,26 @@ class WindowTest(unittest.TestCase):
         try:
             self.assertEqual(types(ds), types(raw))
             self.assertIn(CPU, types(ds))
+            compared = 0
             for t in types(raw):
                 for f in files:
-                    got, want = flame(ds, t, "svc-" + f), flame(raw, t, "svc-" + f)
+                    # Every path's total and self, root to leaf: the whole call tree.
+                    got, want = flame_paths(ds, t, "svc-" + f), flame_paths(raw, t, "svc-" + f)
                     self.assertEqual(got, want, (t, f, log))
+                    compared += bool(want)
+            self.assertGreaterEqual(compared, 9)
             # The totals against an independent reference: pprof -top x pushes.
             self.assertEqual(flame(ds, CPU, "svc-go-1s-cpu")[0], n * top_total("go-1s-cpu", "cpu"))
             self.assertEqual(flame(ds, "memory:alloc_space:bytes:space:bytes", "svc-go-1s-heap")[0],
                              n * top_total("go-1s-heap", "alloc_space"))
-            # Fewer bytes: the database on disk (a store rewrites a window's packed trees
-            # on every write into it: one merged profile a minute instead of six).
+            # What the window saves in the store: a store rewrites a window's packed trees on
+            # every write into it, so one merged profile a minute instead of six leaves fewer
+            # freed pages behind: a smaller database file. The pages holding data are about the
+            # same (the same trees, summed), within a few pages either way: not asserted.
             m = {k: [c.metric("flamecol_store_%s_bytes" % k, 'exporter="store"') for c in (ds, raw)]
                  for k in ("used", "disk")}
             print("store bytes (window, without): %s" % m)
-            self.assertLess(m["disk"][0], m["disk"][1])
-            self.assertLessEqual(m["used"][0], m["used"][1])
+            self.assertLess(m["disk"][0], 0.9 * m["disk"][1])
         finally:
             self.assertEqual(ds.stop(), 0, ds.log())
             self.assertEqual(raw.stop(), 0, raw.log())
@@ -407,6 +442,53 @@ class WindowTest(unittest.TestCase):
                              n * top_total("go-1s-heap", "inuse_space"))
         finally:
             self.assertEqual(c.stop(), 0, c.log())
+
+    def test_storage_kill9_at_random_points(self):
+        """Rounds of pushes (3 series, 1 s apart, `window: 2s`), each ended by kill -9 right
+        after the last push or up to 3 s later (windows being sent, a replay under way); then a
+        clean start and stop. No acknowledged sample is lost; a duplicate is only what was not
+        done at a kill (at-least-once: the store committed a window, the kill came before its
+        records were marked done), bounded by the records not done at each kill."""
+        seed = int(os.environ.get("FLAMECOL_SEED", time.time_ns() % 10**6))
+        rnd = random.Random(seed)
+        text = (WINDOW_CONFIG.replace("window: 60s", "window: 2s")
+                .replace("{store}", os.path.join(self.tmp, "store")).replace("{processors}",
+                                                                            "[downsample]")
+                .replace("{storage}", "    storage: %s" % os.path.join(self.tmp, "buf")))
+        labels = 'processor="downsample",pipeline="profiles"'
+        replayed = "flamecol_processor_downsample_window_replayed_records_total"
+        sent, k, at_risk = {}, 0, 0
+        t0 = T0 // 10**9
+        for _ in range(4):
+            c = Collector(text)
+            self.addCleanup(c.__exit__)
+            c.wait_ready()
+            at_risk += c.metric(replayed, labels)  # not done: may reach the store twice
+            for _ in range(rnd.randint(10, 40)):
+                svc = "svc%d" % (k % 3)
+                push_folded(c, svc, t0 + k // 3, b"main;work 1\nmain;idle 2\n")
+                sent[svc] = sent.get(svc, 0) + 3
+                k += 1
+                at_risk += 1
+            time.sleep(rnd.random() * 3 if rnd.random() < 0.5 else 0)
+            c.stop(signal.SIGKILL)
+        c = Collector(text)
+        self.addCleanup(c.__exit__)
+        c.wait_ready()
+        at_risk += c.metric(replayed, labels)
+        self.assertEqual(c.stop(), 0, c.log())  # sends what was replayed
+        c = self.collector("store", storage="buf")
+        try:
+            self.assertEqual(c.metric(replayed, labels), 0)  # all done now
+            stored = {svc: flame(c, CPU, svc)[0] // 10**7 for svc in sent}
+        finally:
+            self.assertEqual(c.stop(), 0, c.log())
+        extra = sum(stored.values()) - sum(sent.values())
+        print("kill -9 rounds (seed %d): sent %s, stored %s" % (seed, sent, stored))
+        for svc in sent:
+            self.assertGreaterEqual(stored[svc], sent[svc], (seed, svc))  # nothing lost
+            self.assertEqual(stored[svc] % 3, 0, (seed, svc))  # whole pushes only
+        self.assertLessEqual(extra, 3 * at_risk, seed)
 
 
 # ---- window: refusals downstream ------------------------------------------------------------
@@ -658,6 +740,67 @@ class WindowRefusedDownstreamTest(unittest.TestCase):
         self.assertEqual(flame(b, t, "svc-y")[0], one)
         self.assertEqual(flame(b, CPU, "svc-z")[0], top_total("go-1s-cpu", "cpu"))
         self.assertEqual(b.stop(), 0, b.log())
+
+
+# ---- forwarded requests: only the dictionary rows they use ----------------------------------
+
+FORWARD_CONFIG = """
+receivers:
+  pprof:
+    endpoint: 127.0.0.1:{port}
+processors:
+  downsample/fold:
+    max_nodes: 50
+    min_fraction: 0.01
+  downsample/window:
+    window: 2s
+exporters:
+  otlphttp/fold:
+    endpoint: %(peer)s
+    compression: none
+  otlphttp/window:
+    endpoint: %(peer)s
+    compression: none
+service:
+  pipelines:
+    profiles/fold:
+      receivers: [pprof]
+      processors: [downsample/fold]
+      exporters: [otlphttp/fold]
+    profiles/window:
+      receivers: [pprof]
+      processors: [downsample/window]
+      exporters: [otlphttp/window]
+  telemetry:
+    metrics:
+      endpoint: 127.0.0.1:{metrics}
+"""
+
+
+class ForwardedRowsTest(unittest.TestCase):
+    def test_forwarded_otlp_has_no_unused_or_dangling_row(self):
+        """Every corpus profile, folded (one request each) and merged into windows, forwarded
+        by otlphttp to a fake peer: each request's dictionary, read from the wire, has no row
+        that nothing reaches and no index past its table."""
+        names = corpus_files()
+        with HttpPeer() as peer:
+            c = Collector(FORWARD_CONFIG % {"peer": peer.url})
+            self.addCleanup(c.__exit__)
+            c.wait_ready()
+            for i, name in enumerate(names):
+                q = urllib.parse.urlencode({"name": "app%d.x{corpus=%s}" % (i % 3, name),
+                                            "from": "1700000000"})
+                code, _, body = http("POST", c.base + "/ingest?" + q, read_corpus(name),
+                                     {"Content-Type": "application/octet-stream"})
+                self.assertEqual(code, 200, body)
+            self.assertEqual(c.stop(), 0, c.log())  # sends the open windows
+            reqs = [r for r in peer.requests if r.path.endswith("/v1development/profiles")]
+        self.assertGreater(len(reqs), len(names))  # one per folded profile, + the windows
+        strings = 0
+        for r in reqs:
+            self.assertEqual(otlp_unused_rows(r.body), [], r.path)
+            strings += len(pb_fields(pb_fields(r.body)[2][0]).get(5, []))
+        self.assertGreater(strings, 1000)
 
 
 if __name__ == "__main__":

@@ -12,17 +12,24 @@ One flamecol, two pipelines:
 2. An OTLP request built here with Links leaves as pprof with span_id /
    trace_id labels; a sample whose Link disagrees with its span_id attribute
    leaves with the Link's span (the Link wins; counted).
-3. The store's SelectMergeSpanProfile answers exactly the linked samples'
-   totals, both ways in.
+3. The store's SelectMergeSpanProfile answers exactly the linked samples,
+   both ways in: its flame graph (every path's total and self) is the one of
+   their own stacks (main -> leaf), worked out by hand.
+4. KeepSpanNameTest: pprof -> spanlink(to: labels) -> store, with
+   `keep_span_name: true` the store's label names have span_name (one series
+   per span name, with its samples' total) and never span_id / trace_id;
+   with `false` none of the three, one series.
 Expected values are this file's inputs, worked out by hand.
 """
 import gzip
 import json
 import time
 import unittest
+import urllib.parse
 
 from fake_peers import GrpcPeer, HttpPeer
-from harness import Collector, free_port, http, multipart, pb_fields, pb_ld, pb_packed, pb_varints, pb_vi
+from harness import (Collector, flamegraph_paths, free_port, http, multipart, pb_fields, pb_ld,
+                     pb_packed, pb_varints, pb_vi)
 from test_export_otlp import resolve, to_json_shape
 
 T0 = 1700000000
@@ -93,8 +100,9 @@ OTLP_SAMPLES = [
 ]
 
 
-def pprof_body():
-    """samples:count, one location per sample (leaf = root), labels as given."""
+def pprof_body(samples=None):
+    """samples:count, a stack of two frames per sample (its own leaf function, then main),
+    labels as given."""
     strings = [""]
 
     def s(w):
@@ -103,8 +111,11 @@ def pprof_body():
         return strings.index(w)
 
     p = pb_ld(1, pb_vi(1, s("samples")) + pb_vi(2, s("count")))
-    for i, (name, value, labels) in enumerate(PPROF_SAMPLES, 1):
-        sm = pb_packed(1, [i]) + pb_packed(2, [value])
+    root = len(PPROF_SAMPLES) + 1  # location and function "main", every stack's root
+    p += pb_ld(4, pb_vi(1, root) + pb_ld(4, pb_vi(1, root)))
+    p += pb_ld(5, pb_vi(1, root) + pb_vi(2, s("main")))
+    for i, (name, value, labels) in enumerate(samples or PPROF_SAMPLES, 1):
+        sm = pb_packed(1, [i, root]) + pb_packed(2, [value])
         for k, v in labels:
             sm += pb_ld(3, pb_vi(1, s(k)) + pb_vi(2, s(v)))
         p += pb_ld(2, sm)
@@ -126,10 +137,11 @@ def otlp_body(service):
     attrs, links = [], []
     d_loc, d_fn, d_stack, d_attr, d_link = b"", b"", b"", b"", b""
     samples = b""
+    root = len(OTLP_SAMPLES) + 1  # location and function "main", every stack's root
     for i, (name, value, sattrs, link) in enumerate(OTLP_SAMPLES, 1):
         d_fn += pb_ld(3, pb_vi(1, s(name)))
         d_loc += pb_ld(2, pb_ld(3, pb_vi(1, i)))
-        d_stack += pb_ld(7, pb_packed(1, [i]))
+        d_stack += pb_ld(7, pb_packed(1, [i, root]))
         sm = pb_vi(1, i)
         idx = []
         for kv in sattrs:
@@ -145,6 +157,8 @@ def otlp_body(service):
                 d_link += pb_ld(4, pb_ld(1, bytes.fromhex(link[0])) + pb_ld(2, bytes.fromhex(link[1])))
             sm += pb_vi(3, 1 + links.index(link))
         samples += pb_ld(2, sm + pb_packed(4, [value]))
+    d_fn += pb_ld(3, pb_vi(1, s("main")))
+    d_loc += pb_ld(2, pb_ld(3, pb_vi(1, root)))
     d = pb_ld(1, b"") + pb_ld(2, b"") + d_loc + pb_ld(3, b"") + d_fn + pb_ld(4, b"") + d_link
     d += pb_ld(6, b"") + d_attr + pb_ld(7, b"") + d_stack
     vt = pb_vi(1, s("samples")) + pb_vi(2, s("count"))
@@ -180,6 +194,18 @@ def pprof_samples(data):
     return sorted(out)
 
 
+def tree(leaves):
+    """The flame graph paths of samples main -> leaf with the given values, by hand (no
+    sample: the root alone, 0)."""
+    total = sum(leaves.values())
+    out = {"total": [total, 0]}
+    if leaves:
+        out["total;main"] = [total, 0]
+    for leaf, v in leaves.items():
+        out["total;main;" + leaf] = [v, v]
+    return out
+
+
 def wait_for(fn, what, timeout=30):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -212,7 +238,8 @@ class SpanlinkTest(unittest.TestCase):
         lab = 'processor="%s",pipeline="%s"' % proc
         return self.c.metric("flamecol_processor_spanlink_%s_total" % name, lab) or 0
 
-    def span_total(self, service, spans):
+    def span_flame(self, service, spans):
+        """{root-first path: [total, self]} of SelectMergeSpanProfile's flame graph."""
         q = "http://127.0.0.1:%d/querier.v1.QuerierService/" % self.query_port
         _, _, body = http("POST", q + "LabelValues",
                           json.dumps({"name": "__profile_type__",
@@ -224,7 +251,17 @@ class SpanlinkTest(unittest.TestCase):
         status, _, body = http("POST", q + "SelectMergeSpanProfile", json.dumps(req).encode(),
                                {"Content-Type": "application/json"})
         self.assertEqual(status, 200, body)
-        return int(json.loads(body).get("flamegraph", {}).get("total", 0))
+        fg = json.loads(body).get("flamegraph", {})
+        levels = [level.get("values", []) for level in fg.get("levels", [])]
+        paths = flamegraph_paths(fg.get("names", []), levels)
+        self.assertEqual(sum(v[0] for p, v in paths.items() if ";" not in p),
+                         int(fg.get("total", 0)))
+        return paths
+
+    def span_flames(self, service, selectors):
+        """The span flame graphs of each selector, once the store has the first one."""
+        return wait_for(lambda: self.span_flame(service, selectors[0])["total"][0] and
+                        [self.span_flame(service, s) for s in selectors], "the store")
 
     def test_pprof_labels_become_links(self):
         ctype, body = multipart([("profile", "profile.pprof", None, gzip.compress(pprof_body()))])
@@ -248,12 +285,10 @@ class SpanlinkTest(unittest.TestCase):
         proc = ("spanlink/links", "profiles/pprof")
         self.assertEqual(self.metric("linked_samples", proc), 3)
         self.assertEqual(self.metric("malformed_labels", proc), 1)
-        # The store: the span index has the linked samples, exactly.
-        totals = wait_for(lambda: self.span_total("pprofsvc", [SPAN]) and
-                          (self.span_total("pprofsvc", [SPAN]), self.span_total("pprofsvc", [SPAN42]),
-                           self.span_total("pprofsvc", [SPAN, SPAN42]),
-                           self.span_total("pprofsvc", [OTHER])), "the store")
-        self.assertEqual(totals, (5 + 11, 3, 5 + 11 + 3, 0))
+        # The store: the span index has the linked samples, exactly, with their own stacks.
+        got = self.span_flames("pprofsvc", [[SPAN], [SPAN42], [SPAN, SPAN42], [OTHER]])
+        self.assertEqual(got, [tree({"hexspan": 5, "decspan2": 11}), tree({"decspan": 3}),
+                               tree({"hexspan": 5, "decspan2": 11, "decspan": 3}), tree({})])
 
     def test_otlp_links_become_labels(self):
         status, _, text = http("POST", self.otlp_url, otlp_body("otlpsvc"),
@@ -271,10 +306,90 @@ class SpanlinkTest(unittest.TestCase):
         proc = ("spanlink/labels", "profiles/otlp")
         self.assertEqual(self.metric("labeled_samples", proc), 3)
         self.assertEqual(self.metric("conflicts", proc), 1)
-        totals = wait_for(lambda: self.span_total("otlpsvc", [SPAN]) and
-                          (self.span_total("otlpsvc", [SPAN]), self.span_total("otlpsvc", [SPAN42]),
-                           self.span_total("otlpsvc", [OTHER])), "the store")
-        self.assertEqual(totals, (13, 17 + 19, 0))
+        got = self.span_flames("otlpsvc", [[SPAN], [SPAN42], [OTHER]])
+        self.assertEqual(got, [tree({"linked": 13}), tree({"linked42": 17, "conflict": 19}),
+                               tree({})])
+
+
+KEEP_CONFIG = """
+receivers:
+  pprof:
+    endpoint: 127.0.0.1:{port}
+processors:
+  spanlink:
+    to: labels
+    keep_span_name: %s
+exporters:
+  store:
+    path: {dir}/data
+    retention: 0
+    query:
+      endpoint: 127.0.0.1:{port}
+      max_query_length: 0
+service:
+  pipelines:
+    profiles:
+      receivers: [pprof]
+      processors: [spanlink]
+      exporters: [store]
+  telemetry:
+    metrics:
+      endpoint: 127.0.0.1:{metrics}
+"""
+
+# Samples with span_name (as Pyroscope's integrations set it) besides their span ids.
+NAMED_SAMPLES = [
+    ("named_a", 5, [("span_id", SPAN), ("trace_id", TRACE), ("span_name", "GET /a")]),
+    ("named_b", 3, [("span_id", "42"), ("span_name", "GET /b")]),
+    ("unnamed", 7, [("worker", "w1")]),
+]
+
+
+class KeepSpanNameTest(unittest.TestCase):
+    def connect(self, c, method, req):
+        status, _, body = http("POST", c.base + "/querier.v1.QuerierService/" + method,
+                               json.dumps(req).encode(), {"Content-Type": "application/json"})
+        self.assertEqual(status, 200, body)
+        return json.loads(body)
+
+    def stored(self, keep):
+        """(label names, span_name values, {span_name: total}) of the store after one push."""
+        with Collector(KEEP_CONFIG % ("true" if keep else "false")) as c:
+            c.wait_ready()
+            ctype, body = multipart([("profile", "profile.pprof", None,
+                                      gzip.compress(pprof_body(NAMED_SAMPLES)))])
+            status, _, text = http("POST", c.base + "/ingest?name=svc&from=%d" % T0, body,
+                                   {"Content-Type": ctype})
+            self.assertEqual(status, 200, text)
+            match = ['{service_name="svc"}']
+            names = wait_for(lambda: self.connect(c, "LabelNames", {"matchers": match})
+                             .get("names"), "the store")
+            values = self.connect(c, "LabelValues", {"name": "span_name", "matchers": match})
+            [ptype] = self.connect(c, "LabelValues", {"name": "__profile_type__",
+                                                      "matchers": match})["names"]
+            totals = {}
+            for v in values.get("names", []) + [""]:
+                q = urllib.parse.urlencode({
+                    "query": '%s{service_name="svc",span_name="%s"}' % (ptype, v),
+                    "from": str(T0 - 60), "until": str(T0 + 60)})
+                status, _, text = http("GET", c.base + "/pyroscope/render?" + q)
+                self.assertEqual(status, 200, text)
+                totals[v] = json.loads(text)["flamebearer"]["numTicks"]
+            self.assertEqual(c.stop(), 0, c.log())
+        return sorted(names), sorted(values.get("names", [])), totals
+
+    def test_keep_span_name_makes_it_a_series_label_ids_never(self):
+        names, values, totals = self.stored(keep=True)
+        self.assertIn("span_name", names)
+        self.assertNotIn("span_id", names)
+        self.assertNotIn("trace_id", names)
+        self.assertEqual(values, ["GET /a", "GET /b"])
+        self.assertEqual(totals, {"GET /a": 5, "GET /b": 3, "": 7})  # one series per name
+        names, values, totals = self.stored(keep=False)
+        for label in ("span_name", "span_id", "trace_id"):
+            self.assertNotIn(label, names)
+        self.assertEqual(values, [])
+        self.assertEqual(totals, {"": 5 + 3 + 7})  # one series
 
 
 if __name__ == "__main__":

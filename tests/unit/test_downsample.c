@@ -22,6 +22,7 @@
 #include "core/mem.h"
 #include "core/registry.h"
 #include "formats/otlp.h"
+#include "formats/otlp_pb.h"
 #include "formats/pprof.h"
 #include "processors/downsample/fold.h"
 #include "processors/downsample/window.h"
@@ -552,61 +553,307 @@ static void test_corpus_max_depth(void **state)
 
 /* ---- what the encoders write after a fold ----------------------------------------------- */
 
-/* Every location, function and stack row of b's dictionary is used by a sample. */
-static void assert_no_unused_rows(const struct fc_batch *b)
+/* ---- no unused dictionary row in what the encoders write ---------------------------------- */
+
+static void mark_attrs(const struct fc_batch *b, struct fc_span sp, bool *attr)
+{
+    for (uint32_t k = 0; k < sp.n; k++) {
+        attr[fc_span_idx(b, sp)[k]] = true;
+    }
+}
+
+static void mark_vt(const struct fc_value_type *vt, bool *str)
+{
+    str[vt->type] = str[vt->unit] = true;
+}
+
+/* The rows b's samples reach: stacks, locations, functions, mappings, links, attributes. */
+static void mark_sample_rows(const struct fc_batch *b, bool *st, bool *loc, bool *fn, bool *map,
+                             bool *link, bool *attr)
 {
     const struct fc_dict *d = &b->dict;
-    bool *loc = fc_xcalloc(d->n_locations + 1, 1), *fn = fc_xcalloc(d->n_functions + 1, 1);
-    bool *st = fc_xcalloc(d->n_stacks + 1, 1);
 
     for (uint32_t i = 0; i < b->n_profiles; i++) {
-        for (uint32_t j = 0; j < b->profiles[i].n_samples; j++) {
-            struct fc_span sp = d->stacks[b->profiles[i].samples[j].stack].locations;
-            st[b->profiles[i].samples[j].stack] = true;
+        const struct fc_profile *p = &b->profiles[i];
+        mark_attrs(b, p->attrs, attr);
+        for (uint32_t j = 0; j < p->n_samples; j++) {
+            struct fc_span sp = d->stacks[p->samples[j].stack].locations;
+            st[p->samples[j].stack] = true;
+            link[p->samples[j].link] = true;
+            mark_attrs(b, p->samples[j].attrs, attr);
             for (uint32_t k = 0; k < sp.n; k++) {
                 const struct fc_location *l = &d->locations[fc_span_idx(b, sp)[k]];
                 loc[fc_span_idx(b, sp)[k]] = true;
+                map[l->mapping] = true;
+                mark_attrs(b, l->attrs, attr);
                 for (uint32_t m = 0; m < l->n_lines; m++) {
                     fn[d->lines[l->lines_off + m].function] = true;
                 }
             }
         }
     }
-    for (uint32_t i = 1; i < d->n_locations; i++) {
-        assert_true(loc[i]);
+    for (uint32_t i = 1; i < d->n_mappings; i++) {
+        if (map[i]) {
+            mark_attrs(b, d->mappings[i].attrs, attr);
+        }
     }
+    for (uint32_t i = 1; i < b->n_origins; i++) {
+        mark_attrs(b, b->origins[i].resource_attrs, attr);
+        mark_attrs(b, b->origins[i].scope_attrs, attr);
+    }
+}
+
+/* The strings the used rows and the profiles name. */
+static void mark_strings(const struct fc_batch *b, const bool *fn, const bool *map,
+                         const bool *attr, bool *str)
+{
+    const struct fc_dict *d = &b->dict;
+
     for (uint32_t i = 1; i < d->n_functions; i++) {
-        assert_true(fn[i]);
+        if (fn[i]) {
+            str[d->functions[i].name] = str[d->functions[i].system_name] = true;
+            str[d->functions[i].filename] = true;
+        }
     }
-    for (uint32_t i = 1; i < d->n_stacks; i++) {
-        assert_true(st[i]);
+    for (uint32_t i = 1; i < d->n_mappings; i++) {
+        if (map[i]) {
+            str[d->mappings[i].filename] = str[d->mappings[i].build_id] = true;
+        }
     }
+    for (uint32_t i = 1; i < d->n_attrs; i++) {
+        if (attr[i]) {
+            str[d->attrs[i].key] = str[d->attrs[i].unit] = true;
+            if (d->attrs[i].kind == FC_ATTR_STR) {
+                str[d->attrs[i].v.str] = true;
+            }
+        }
+    }
+    for (uint32_t i = 0; i < b->n_profiles; i++) {
+        const struct fc_profile *p = &b->profiles[i];
+        for (uint32_t t = 0; t < p->n_sample_types; t++) {
+            mark_vt(&p->sample_types[t], str);
+        }
+        mark_vt(&p->period_type, str);
+        str[p->drop_frames] = str[p->keep_frames] = str[p->default_sample_type] = true;
+        str[p->original_payload_format] = true;
+        for (uint32_t k = 0; k < p->comments.n; k++) {
+            str[fc_span_idx(b, p->comments)[k]] = true;
+        }
+        for (uint32_t k = 0; k < p->n_labels; k++) {
+            str[p->labels[k].name] = str[p->labels[k].value] = true;
+        }
+    }
+    for (uint32_t i = 1; i < b->n_origins; i++) {
+        const struct fc_origin *o = &b->origins[i];
+        str[o->resource_schema_url] = str[o->scope_name] = true;
+        str[o->scope_version] = str[o->scope_schema_url] = true;
+    }
+}
+
+static void assert_all(const bool *used, uint32_t n, const char *what)
+{
+    for (uint32_t i = 1; i < n; i++) {
+        if (!used[i]) {
+            fail_msg("%s row %u is not used", what, i);
+        }
+    }
+}
+
+/*
+ * Every row of b's dictionary (strings, attributes, mappings, links, functions, locations,
+ * stacks) is used by the profiles. b is what a decoder made of an encoder's output.
+ */
+static void assert_no_unused_rows(const struct fc_batch *b)
+{
+    const struct fc_dict *d = &b->dict;
+    bool *loc = fc_xcalloc(d->n_locations + 1, 1), *fn = fc_xcalloc(d->n_functions + 1, 1);
+    bool *st = fc_xcalloc(d->n_stacks + 1, 1), *map = fc_xcalloc(d->n_mappings + 1, 1);
+    bool *link = fc_xcalloc(d->n_links + 1, 1), *attr = fc_xcalloc(d->n_attrs + 1, 1);
+    bool *str = fc_xcalloc(d->n_strings + 1, 1);
+
+    mark_sample_rows(b, st, loc, fn, map, link, attr);
+    mark_strings(b, fn, map, attr, str);
+    assert_all(loc, d->n_locations, "location");
+    assert_all(fn, d->n_functions, "function");
+    assert_all(st, d->n_stacks, "stack");
+    assert_all(map, d->n_mappings, "mapping");
+    assert_all(link, d->n_links, "link");
+    assert_all(attr, d->n_attrs, "attribute");
+    assert_all(str, d->n_strings, "string");
     free(loc);
     free(fn);
     free(st);
+    free(map);
+    free(link);
+    free(attr);
+    free(str);
 }
 
-static void test_encoders_write_only_used_rows(void **state)
+static void mark_index(bool *used, size_t n, int32_t i, const char *what)
 {
-    struct fc_batch *b = largest_corpus_profile(), *c, *e;
+    if (i < 0 || (size_t)i >= (n > 0 ? n : 1)) {
+        fail_msg("dangling %s index %d (%zu rows)", what, i, n);
+    }
+    if (n > 0) {
+        used[i] = true;
+    }
+}
+
+#define ANY_STRINDEX OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_STRING_VALUE_STRINDEX
+
+static void mark_kvu(const PbDict *d, const int32_t *idx, size_t n, bool *attr)
+{
+    for (size_t i = 0; i < n; i++) {
+        mark_index(attr, d->n_attribute_table, idx[i], "attribute");
+    }
+}
+
+/* Resource and scope attributes: a key or value may be a string_table index. */
+static void mark_kvs(const PbDict *d, PbKeyValue *const *kvs, size_t n, bool *str)
+{
+    for (size_t i = 0; i < n; i++) {
+        mark_index(str, d->n_string_table, kvs[i]->key_strindex, "string");
+        if (kvs[i]->value != NULL && kvs[i]->value->value_case == ANY_STRINDEX) {
+            mark_index(str, d->n_string_table, kvs[i]->value->string_value_strindex, "string");
+        }
+    }
+}
+
+/*
+ * The same on the wire, for OTLP: a decoder interns an inline string_value and a string_table
+ * entry of the same text into one row, so an unused string_table entry only shows here.
+ */
+static void assert_otlp_wire_no_unused(const struct fc_buf *out)
+{
+    PbRequest *r =
+        opentelemetry__proto__collector__profiles__v1development__export_profiles_service_request__unpack(
+            NULL, out->len, out->data);
+    const PbDict *d;
+    bool *str, *attr, *map, *link, *loc, *fn, *st;
+
+    assert_non_null(r);
+    d = r->dictionary;
+    assert_non_null(d);
+    str = fc_xcalloc(d->n_string_table + 1, 1);
+    attr = fc_xcalloc(d->n_attribute_table + 1, 1);
+    map = fc_xcalloc(d->n_mapping_table + 1, 1);
+    link = fc_xcalloc(d->n_link_table + 1, 1);
+    loc = fc_xcalloc(d->n_location_table + 1, 1);
+    fn = fc_xcalloc(d->n_function_table + 1, 1);
+    st = fc_xcalloc(d->n_stack_table + 1, 1);
+    for (size_t i = 0; i < r->n_resource_profiles; i++) {
+        const PbResource *res = r->resource_profiles[i]->resource;
+        if (res != NULL) {
+            mark_kvs(d, res->attributes, res->n_attributes, str);
+        }
+        for (size_t j = 0; j < r->resource_profiles[i]->n_scope_profiles; j++) {
+            const PbScopeProfiles *sp = r->resource_profiles[i]->scope_profiles[j];
+            if (sp->scope != NULL) {
+                mark_kvs(d, sp->scope->attributes, sp->scope->n_attributes, str);
+            }
+            for (size_t k = 0; k < sp->n_profiles; k++) {
+                const PbProfile *p = sp->profiles[k];
+                if (p->sample_type != NULL) {
+                    mark_index(str, d->n_string_table, p->sample_type->type_strindex, "string");
+                    mark_index(str, d->n_string_table, p->sample_type->unit_strindex, "string");
+                }
+                if (p->period_type != NULL) {
+                    mark_index(str, d->n_string_table, p->period_type->type_strindex, "string");
+                    mark_index(str, d->n_string_table, p->period_type->unit_strindex, "string");
+                }
+                mark_kvu(d, p->attribute_indices, p->n_attribute_indices, attr);
+                for (size_t m = 0; m < p->n_samples; m++) {
+                    const PbSample *s = p->samples[m];
+                    mark_index(st, d->n_stack_table, s->stack_index, "stack");
+                    mark_index(link, d->n_link_table, s->link_index, "link");
+                    mark_kvu(d, s->attribute_indices, s->n_attribute_indices, attr);
+                }
+            }
+        }
+    }
+    for (size_t i = 1; i < d->n_stack_table; i++) {
+        for (size_t k = 0; st[i] && k < d->stack_table[i]->n_location_indices; k++) {
+            mark_index(loc, d->n_location_table, d->stack_table[i]->location_indices[k],
+                       "location");
+        }
+    }
+    for (size_t i = 1; i < d->n_location_table; i++) {
+        const PbLocation *l = d->location_table[i];
+        if (!loc[i]) {
+            continue;
+        }
+        mark_index(map, d->n_mapping_table, l->mapping_index, "mapping");
+        mark_kvu(d, l->attribute_indices, l->n_attribute_indices, attr);
+        for (size_t k = 0; k < l->n_lines; k++) {
+            mark_index(fn, d->n_function_table, l->lines[k]->function_index, "function");
+        }
+    }
+    for (size_t i = 1; i < d->n_function_table; i++) {
+        const PbFunction *f = d->function_table[i];
+        if (fn[i]) {
+            mark_index(str, d->n_string_table, f->name_strindex, "string");
+            mark_index(str, d->n_string_table, f->system_name_strindex, "string");
+            mark_index(str, d->n_string_table, f->filename_strindex, "string");
+        }
+    }
+    for (size_t i = 1; i < d->n_mapping_table; i++) {
+        if (map[i]) {
+            mark_index(str, d->n_string_table, d->mapping_table[i]->filename_strindex, "string");
+            mark_kvu(d, d->mapping_table[i]->attribute_indices,
+                     d->mapping_table[i]->n_attribute_indices, attr);
+        }
+    }
+    for (size_t i = 1; i < d->n_attribute_table; i++) {
+        const PbKeyValueAndUnit *a = d->attribute_table[i];
+        if (!attr[i]) {
+            continue;
+        }
+        mark_index(str, d->n_string_table, a->key_strindex, "string");
+        mark_index(str, d->n_string_table, a->unit_strindex, "string");
+        if (a->value != NULL && a->value->value_case == ANY_STRINDEX) {
+            mark_index(str, d->n_string_table, a->value->string_value_strindex, "string");
+        }
+    }
+    assert_all(str, (uint32_t)d->n_string_table, "otlp string_table");
+    assert_all(attr, (uint32_t)d->n_attribute_table, "otlp attribute_table");
+    assert_all(map, (uint32_t)d->n_mapping_table, "otlp mapping_table");
+    assert_all(link, (uint32_t)d->n_link_table, "otlp link_table");
+    assert_all(loc, (uint32_t)d->n_location_table, "otlp location_table");
+    assert_all(fn, (uint32_t)d->n_function_table, "otlp function_table");
+    assert_all(st, (uint32_t)d->n_stack_table, "otlp stack_table");
+    free(str);
+    free(attr);
+    free(map);
+    free(link);
+    free(loc);
+    free(fn);
+    free(st);
+    opentelemetry__proto__collector__profiles__v1development__export_profiles_service_request__free_unpacked(
+        r, NULL);
+}
+
+/* Both encoders write only the rows the (folded) profile uses, for every corpus profile. */
+static void check_encoders_only_used_rows(const char *path)
+{
+    size_t len;
+    uint8_t *data = fc_test_read(path, &len);
+    struct fc_batch *b = fc_batch_new(0), *c, *e;
     struct fc_fold_options o = {.max_nodes = 100};
     struct fc_error err = {0};
     struct fc_buf out;
     struct fc_otlp_result res;
     struct fc_pprof_limits lim = {0};
-    uint32_t locs_before = b->dict.n_locations;
 
-    (void)state;
+    assert_non_null(data);
+    assert_int_equal(fc_pprof_decode(b, data, len, &lim, NULL, &err), FC_OK);
+    free(data);
     assert_int_equal(fc_fold_profile(b, 0, &o, NULL, &err), FC_OK);
-    /* The batch itself keeps the folded rows (more than were used)... */
-    assert_true(b->dict.n_locations >= locs_before);
-    /* ...what is sent does not. */
     fc_buf_init(&out, 0);
     assert_int_equal(fc_otlp_encode(b, &out, &err), FC_OK);
+    assert_otlp_wire_no_unused(&out);
     c = fc_batch_new(0);
     memset(&res, 0, sizeof(res));
     assert_int_equal(fc_otlp_decode(c, out.data, out.len, &res, &err), FC_OK);
-    assert_true(c->dict.n_locations < locs_before);
     assert_no_unused_rows(c);
     fc_buf_release(&out);
     fc_buf_init(&out, 0);
@@ -622,6 +869,38 @@ static void test_encoders_write_only_used_rows(void **state)
     fc_batch_unref(b);
     fc_batch_unref(c);
     fc_batch_unref(e);
+}
+
+static void test_encoders_write_only_used_rows(void **state)
+{
+    struct fc_batch *b = largest_corpus_profile(), *c;
+    struct fc_fold_options o = {.max_nodes = 100};
+    struct fc_error err = {0};
+    struct fc_buf out;
+    struct fc_otlp_result res;
+    uint32_t locs_before = b->dict.n_locations;
+    char names[64][256], path[512];
+    size_t n = fc_test_corpus_files(names, 64);
+
+    (void)state;
+    assert_int_equal(fc_fold_profile(b, 0, &o, NULL, &err), FC_OK);
+    /* The batch itself keeps the folded rows (more than were used)... */
+    assert_true(b->dict.n_locations >= locs_before);
+    /* ...what is sent does not. */
+    fc_buf_init(&out, 0);
+    assert_int_equal(fc_otlp_encode(b, &out, &err), FC_OK);
+    c = fc_batch_new(0);
+    memset(&res, 0, sizeof(res));
+    assert_int_equal(fc_otlp_decode(c, out.data, out.len, &res, &err), FC_OK);
+    assert_true(c->dict.n_locations < locs_before);
+    fc_buf_release(&out);
+    fc_batch_unref(b);
+    fc_batch_unref(c);
+    assert_true(n > 10);
+    for (size_t i = 0; i < n; i++) {
+        snprintf(path, sizeof(path), "%s/%s", fc_test_corpus(), names[i]);
+        check_encoders_only_used_rows(path);
+    }
 }
 
 /* ---- the processor: sampling and validation ------------------------------------------------ */
