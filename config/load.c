@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <yaml.h>
 
 /* Guards against alias bombs ("billion laughs") and runaway nesting. */
@@ -446,6 +447,23 @@ static void dump_scalar(const struct fc_node *n, struct fc_buf *out)
     }
 }
 
+/*
+ * Keys whose values are secrets once ${env:...} is expanded: printed as
+ * "[REDACTED]", as the Collector prints its opaque strings. Any case: a
+ * header name (Authorization, authorization) is case-insensitive.
+ */
+static bool secret_key(const struct fc_node *key)
+{
+    static const char *const names[] = {"token", "bearer_token", "password", "authorization"};
+
+    for (size_t i = 0; key->kind == FC_NODE_SCALAR && i < sizeof(names) / sizeof(names[0]); i++) {
+        if (strcasecmp(key->str, names[i]) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
 static void dump(const struct fc_node *n, struct fc_buf *out, int indent)
 {
     if (n->kind == FC_NODE_MAP) {
@@ -459,7 +477,9 @@ static void dump(const struct fc_node *n, struct fc_buf *out, int indent)
             fc_buf_printf(out, "%*s", indent, "");
             dump_scalar(n->pairs[i].key, out);
             fc_buf_puts(out, ":");
-            if (v->kind == FC_NODE_SCALAR) {
+            if (v->kind == FC_NODE_SCALAR && v->str[0] != '\0' && secret_key(n->pairs[i].key)) {
+                fc_buf_puts(out, " \"[REDACTED]\"\n");
+            } else if (v->kind == FC_NODE_SCALAR) {
                 fc_buf_puts(out, " ");
                 dump_scalar(v, out);
                 fc_buf_puts(out, "\n");

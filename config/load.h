@@ -24,7 +24,11 @@ struct fc_node *fc_config_load_string(struct fc_arena *a, const char *name, cons
 /* Deep merge src into dst (maps merge, the rest replaces); returns the result. */
 struct fc_node *fc_config_merge(struct fc_arena *a, struct fc_node *dst, struct fc_node *src);
 
-/* Writes the tree back as YAML (for print-config). */
+/*
+ * Writes the tree back as YAML (for print-config), the non-empty values of
+ * keys named token, bearer_token, password or Authorization (any case) as
+ * "[REDACTED]".
+ */
 struct fc_buf;
 void fc_config_dump(const struct fc_node *n, struct fc_buf *out);
 

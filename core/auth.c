@@ -324,6 +324,65 @@ int fc_auth_new(const struct fc_node *cfg, struct fc_auth **out, struct fc_error
     return FC_OK;
 }
 
+/*
+ * A password's bcrypt hash with a fresh salt, for a credential given in the
+ * clear (the pprof receiver's legacy basic user). Cost 5: the hash stays in
+ * memory, so its cost only slows a guesser who must ask over the network,
+ * and the failure limit bounds that anyway.
+ */
+static char *bcrypt_hash(const char *password, struct fc_error *err)
+{
+    struct crypt_data *data = fc_xcalloc(1, sizeof(*data));
+    char salt[CRYPT_GENSALT_OUTPUT_SIZE];
+    char *out = NULL;
+
+    if (crypt_gensalt_rn("$2b$", 5, NULL, 0, salt, (int)sizeof(salt)) == NULL ||
+        crypt_rn(password, salt, data, (int)sizeof(*data)) == NULL || !is_bcrypt(data->output)) {
+        fc_errorf(err, FC_ECONFIG, "auth: cannot hash the basic password (bcrypt): %s",
+                  strerror(errno));
+    } else {
+        out = fc_xstrdup(data->output);
+    }
+    explicit_bzero(data, sizeof(*data));
+    free(data);
+    return out;
+}
+
+int fc_auth_new_single(const char *bearer_token, const char *user, const char *password,
+                       struct fc_auth **out, struct fc_error *err)
+{
+    struct fc_auth *a = fc_xcalloc(1, sizeof(*a));
+    bool token = bearer_token != NULL && bearer_token[0] != '\0';
+
+    *out = NULL;
+    pthread_mutex_init(&a->lock, NULL);
+    a->max_failures = 10;
+    if (token) {
+        a->tokens = fc_xcalloc(1, sizeof(*a->tokens));
+        a->tokens[a->n_tokens++] =
+            (struct credential){fc_xstrdup(bearer_token), NULL, NULL, FC_AUTH_READ | FC_AUTH_WRITE};
+    } else if (password != NULL && strlen(password) > 72) {
+        /* bcrypt reads 72 bytes: a longer password would pass on its prefix alone. */
+        fc_auth_free(a);
+        return fc_errorf(err, FC_ECONFIG, "auth: the basic password is longer than 72 bytes");
+    } else if (user != NULL && user[0] != '\0' && strchr(user, ':') == NULL) {
+        char *hash = bcrypt_hash(password != NULL ? password : "", err);
+        if (hash == NULL) {
+            fc_auth_free(a);
+            return err->code;
+        }
+        a->users = fc_xcalloc(1, sizeof(*a->users));
+        a->users[a->n_users++] =
+            (struct credential){fc_xstrdup(user), hash, NULL, FC_AUTH_READ | FC_AUTH_WRITE};
+    } else {
+        fc_auth_free(a);
+        return fc_errorf(err, FC_ECONFIG,
+                         "auth: a bearer token, or a basic user name without ':', is required");
+    }
+    *out = a;
+    return FC_OK;
+}
+
 static void free_credentials(struct credential *c, size_t n)
 {
     for (size_t i = 0; i < n; i++) {

@@ -73,6 +73,14 @@ unsigned fc_auth_schemes(const struct fc_auth *a);
  * any tenant (X-Scope-OrgID). Errors name the node's file:line:col.
  */
 int fc_auth_new(const struct fc_node *cfg, struct fc_auth **out, struct fc_error *err);
+/*
+ * An authenticator of one credential bound to no tenant, with both roles:
+ * a bearer token, or else a basic user and password given in the clear
+ * (hashed with bcrypt here). For the pprof receiver's legacy auth keys, so
+ * that they are checked, limited and counted as an extension's are.
+ */
+int fc_auth_new_single(const char *bearer_token, const char *user, const char *password,
+                       struct fc_auth **out, struct fc_error *err);
 void fc_auth_free(struct fc_auth *a);
 
 /*

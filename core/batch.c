@@ -527,7 +527,7 @@ struct fc_batch *fc_batch_new(size_t budget)
 
     atomic_init(&b->refs, 1);
     b->arena = fc_arena_new(budget);
-    b->tenant = "anonymous";
+    b->tenant = FC_DEFAULT_TENANT;
     if (add_zero_rows(b) != FC_OK) {
         fc_arena_free(b->arena);
         free(b);
@@ -581,6 +581,11 @@ int fc_batch_set_tenant(struct fc_batch *b, const char *tenant)
     }
     b->tenant = t;
     return FC_OK;
+}
+
+bool fc_tenant_is_default(const char *tenant)
+{
+    return tenant != NULL && strcmp(tenant, FC_DEFAULT_TENANT) == 0;
 }
 
 int fc_tenant_check(const char *id, size_t len, struct fc_error *err)

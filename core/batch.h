@@ -240,7 +240,7 @@ struct fc_wire {
 struct fc_batch {
     _Atomic int refs;
     struct fc_arena *arena;
-    const char *tenant; /* in the arena; "anonymous" unless the request named one */
+    const char *tenant; /* in the arena; FC_DEFAULT_TENANT unless the request named one */
     struct fc_dict dict;
     struct fc_origin *origins; /* [0] = none */
     uint32_t n_origins;
@@ -287,6 +287,16 @@ void fc_batch_drop_wire(struct fc_batch *b);
  * Cortex and Pyroscope accept. Every transport calls this one check.
  */
 int fc_tenant_check(const char *id, size_t len, struct fc_error *err);
+/*
+ * The tenant of a request that names none (no X-Scope-OrgID, no credential
+ * bound to a tenant). An exporter forwards a batch of this tenant WITHOUT
+ * X-Scope-OrgID, so the next hop's credential decides: claimed and defaulted
+ * "anonymous" are not told apart because the next hop treats both alike
+ * (no header = anonymous) except when its credential is bound to a tenant,
+ * where a header "anonymous" would only get 403 and the data dropped.
+ */
+#define FC_DEFAULT_TENANT "anonymous"
+bool fc_tenant_is_default(const char *tenant);
 
 /* Interning: each returns the index of an equal row, adding one if needed. */
 int fc_dict_string(struct fc_batch *b, const char *s, size_t len, uint32_t *out);

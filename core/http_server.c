@@ -340,7 +340,7 @@ int fc_http_tenant(const struct fc_http_request *req, const char **tenant, struc
         return FC_OK;
     }
     org = fc_http_header(req, "X-Scope-OrgID");
-    *tenant = "anonymous";
+    *tenant = FC_DEFAULT_TENANT;
     if (org == NULL) {
         return FC_OK;
     }

@@ -15,8 +15,10 @@
  *
  * A record, little-endian: header {magic u32, len u32, crc u32}, then len
  * bytes {seq u64, samples u64, profiles u32, tenant_len u16, tenant,
- * target_len u16, target, body}. crc is zlib's crc32 of the four len bytes
- * followed by the len bytes (so a corrupt length cannot pass either). An ack
+ * target_len u16, target, body} (tenant_len 0: sent without X-Scope-OrgID,
+ * the default tenant; records of before that carry "anonymous"). crc is
+ * zlib's crc32 of the four len bytes followed by the len bytes (so a corrupt
+ * length cannot pass either). An ack
  * entry is {seq u64, kind u8, crc32 of those 9 bytes u32}: 13 bytes.
  *
  * Durability: an append writes every record of the call under the append

@@ -92,7 +92,7 @@ int fc_sender_config_check(const struct fc_sender_config *cfg, struct fc_error *
 /* ---- items: one request on the wire -------------------------------------------------- */
 
 struct fc_send_item {
-    const char *tenant; /* NUL-terminated, points into this allocation */
+    const char *tenant; /* NUL-terminated, in this allocation; "": send no X-Scope-OrgID */
     const char *target; /* exporter-specific (a URL path + query for ingest); "" if none */
     uint8_t *body;      /* the encoded (and compressed, as configured) request */
     size_t body_len;

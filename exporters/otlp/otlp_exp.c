@@ -61,7 +61,8 @@ struct fc_send_item *fc_otlp_exp_item(const struct fc_batch *b, const uint8_t *b
     struct fc_send_item *it;
 
     fc_otlp_form_text(form, target);
-    it = fc_send_item_new(b->tenant, target, len);
+    /* The default tenant travels as none: the next hop's credential decides (core/batch.h). */
+    it = fc_send_item_new(fc_tenant_is_default(b->tenant) ? "" : b->tenant, target, len);
 
     if (len > 0) {
         memcpy(it->body, body, len);

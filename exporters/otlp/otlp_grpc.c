@@ -78,7 +78,8 @@ static const struct fc_field otlp_grpc_fields[] = {
      "TLS to the peer (on unless `insecure: true` or an http:// endpoint)",
      .sub = fc_tls_client_fields},
     {"headers", FC_FIELD_STR_MAP, NULL, offsetof(struct otlp_grpc_config, headers),
-     "metadata sent with every call (an x-scope-orgid here replaces the batch's tenant)"},
+     "metadata sent with every call (an x-scope-orgid here replaces the batch's tenant, "
+     "which is sent as x-scope-orgid unless it is the default one, anonymous)"},
     {"compression", FC_FIELD_ENUM, "gzip", offsetof(struct otlp_grpc_config, compression),
      "message compression: gzip or none", .choices = "gzip|none"},
     {"keepalive", FC_FIELD_OBJECT, NULL, offsetof(struct otlp_grpc_config, keepalive),

@@ -62,7 +62,8 @@ static const struct fc_field otlphttp_fields[] = {
     {"compression", FC_FIELD_ENUM, "gzip", offsetof(struct otlphttp_config, compression),
      "Content-Encoding of requests: gzip, zstd or none", .choices = "gzip|zstd|none"},
     {"headers", FC_FIELD_STR_MAP, NULL, offsetof(struct otlphttp_config, headers),
-     "headers added to every request (an X-Scope-OrgID here replaces the batch's tenant)"},
+     "headers added to every request (an X-Scope-OrgID here replaces the batch's tenant, "
+     "which is sent as X-Scope-OrgID unless it is the default one, anonymous)"},
     {"tls", FC_FIELD_OBJECT, NULL, offsetof(struct otlphttp_config, tls),
      "TLS for https:// endpoints", .sub = fc_tls_client_fields},
     FC_SENDER_FIELDS(struct otlphttp_config, sender),

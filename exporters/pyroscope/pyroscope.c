@@ -13,8 +13,9 @@
  * What goes on the wire, and what /ingest cannot carry (refused, named,
  * counted as send_failed{error_type="unrepresentable"}), is in
  * formats/pyroscope_push.h. The tenant is tenant_id when set, else the
- * batch's own (X-Scope-OrgID). Answers are read as Pyroscope gives them:
- * 2xx OK, Connect errors as JSON {code, message} (fc_http_result).
+ * batch's own (X-Scope-OrgID; none for the default tenant). Answers are
+ * read as Pyroscope gives them: 2xx OK, Connect errors as JSON
+ * {code, message} (fc_http_result).
  */
 #include "core/buf.h"
 #include "core/component.h"
@@ -78,7 +79,8 @@ static const struct fc_field pyro_fields[] = {
     {"bearer_token", FC_FIELD_STR, "", offsetof(struct pyro_config, bearer_token),
      "sent as Authorization: Bearer (not with basic_auth)"},
     {"tenant_id", FC_FIELD_STR, "", offsetof(struct pyro_config, tenant_id),
-     "X-Scope-OrgID of every request; empty: each batch's own tenant"},
+     "X-Scope-OrgID of every request; empty: each batch's own tenant (none for the "
+     "default tenant, anonymous: the peer's credential decides)"},
     {"headers", FC_FIELD_STR_MAP, NULL, offsetof(struct pyro_config, headers),
      "extra HTTP headers (they win over the ones above)"},
     {"tls", FC_FIELD_OBJECT, NULL, offsetof(struct pyro_config, tls),
@@ -242,7 +244,10 @@ static struct fc_send_item *item_from(const char *tenant, const char *target, st
 static int pyro_export(struct fc_exporter *self, struct fc_batch *b, struct fc_error *err)
 {
     struct pyro_exporter *x = self->ctx;
-    const char *tenant = x->cfg->tenant_id[0] ? x->cfg->tenant_id : b->tenant;
+    /* tenant_id wins; the default tenant travels as none (core/batch.h). */
+    const char *tenant = x->cfg->tenant_id[0]              ? x->cfg->tenant_id
+                         : fc_tenant_is_default(b->tenant) ? ""
+                                                           : b->tenant;
     struct fc_send_item **items;
     struct fc_buf body, target;
     size_t n = 0;

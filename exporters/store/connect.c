@@ -9,6 +9,7 @@
 #include "exporters/store/store.h"
 
 #include "core/buf.h"
+#include "core/log.h"
 #include "core/mem.h"
 #include "core/metrics.h"
 #include "formats/flamebearer.h"
@@ -987,6 +988,37 @@ static void select_series(struct call *c, const uint8_t *body, size_t len)
     answer(c, &resp.base);
 }
 
+typedef void (*method_fn)(struct call *c, const uint8_t *body, size_t len);
+
+/*
+ * The QuerierService methods served, one route (PREFIX "*") for all: each is
+ * logged at debug at start so that tests can enumerate them as they do routes.
+ */
+static const struct {
+    const char *name;
+    method_fn fn;
+} methods[] = {
+    {"ProfileTypes", profile_types},
+    {"LabelNames", label_names},
+    {"LabelValues", label_values},
+    {"Series", series},
+    {"SelectMergeStacktraces", select_merge_stacktraces},
+    {"SelectMergeProfile", select_merge_profile},
+    {"SelectSeries", select_series},
+    {"Diff", diff},
+    {"SelectMergeSpanProfile", select_merge_span_profile},
+};
+
+static method_fn find_method(const char *name)
+{
+    for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++) {
+        if (strcmp(methods[i].name, name) == 0) {
+            return methods[i].fn;
+        }
+    }
+    return NULL;
+}
+
 static void on_connect(void *ctx, const struct fc_http_request *req, struct fc_http_response *resp)
 {
     struct store_exporter *x = ctx;
@@ -995,6 +1027,7 @@ static void on_connect(void *ctx, const struct fc_http_request *req, struct fc_h
     const char *ce = fc_http_header(req, "Content-Encoding");
     struct call c = {0};
     struct fc_buf plain;
+    method_fn handler;
     const uint8_t *body = req->body;
     size_t len = req->body_len;
 
@@ -1022,24 +1055,9 @@ static void on_connect(void *ctx, const struct fc_http_request *req, struct fc_h
         len = plain.len;
     }
     c.arena = fc_arena_new(0);
-    if (strcmp(method, "ProfileTypes") == 0) {
-        profile_types(&c, body, len);
-    } else if (strcmp(method, "LabelNames") == 0) {
-        label_names(&c, body, len);
-    } else if (strcmp(method, "LabelValues") == 0) {
-        label_values(&c, body, len);
-    } else if (strcmp(method, "Series") == 0) {
-        series(&c, body, len);
-    } else if (strcmp(method, "SelectMergeStacktraces") == 0) {
-        select_merge_stacktraces(&c, body, len);
-    } else if (strcmp(method, "SelectMergeProfile") == 0) {
-        select_merge_profile(&c, body, len);
-    } else if (strcmp(method, "SelectSeries") == 0) {
-        select_series(&c, body, len);
-    } else if (strcmp(method, "Diff") == 0) {
-        diff(&c, body, len);
-    } else if (strcmp(method, "SelectMergeSpanProfile") == 0) {
-        select_merge_span_profile(&c, body, len);
+    handler = find_method(method);
+    if (handler != NULL) {
+        handler(&c, body, len);
     } else {
         fc_errorf(&c.err, FC_ENOTSUP, "%s is not implemented in flamecol", method);
     }
@@ -1059,5 +1077,9 @@ static void on_connect(void *ctx, const struct fc_http_request *req, struct fc_h
 
 int store_connect_routes(struct store_exporter *x, struct fc_http_server *srv, struct fc_error *err)
 {
+    for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++) {
+        fc_log_debug("store", "connect method POST %s%s owner=%s", PREFIX, methods[i].name,
+                     x->self->id);
+    }
     return fc_http_route(srv, "POST", PREFIX "*", 16u << 20, on_connect, x, x->self->id, err);
 }

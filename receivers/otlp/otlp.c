@@ -209,7 +209,7 @@ int otlp_export(struct otlp_receiver *r, const struct otlp_request *rq, struct f
     if (b == NULL) {
         return fc_errorf(err, FC_EUNAVAIL, "out of memory");
     }
-    rc = fc_batch_set_tenant(b, rq->tenant ? rq->tenant : "anonymous");
+    rc = fc_batch_set_tenant(b, rq->tenant ? rq->tenant : FC_DEFAULT_TENANT);
     if (rc == FC_OK) {
         rc = decode_capped(r, b, rq, res, &truncated, err);
     }

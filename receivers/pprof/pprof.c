@@ -31,10 +31,14 @@ static const struct fc_field auth_fields[] = {
      "needs `write`); exclusive with the legacy bearer_token and basic below"},
     {"bearer_token", FC_FIELD_STR, "",
      offsetof(struct pprof_config, auth.bearer_token) - offsetof(struct pprof_config, auth),
-     "legacy: when set, requests must send `Authorization: Bearer <token>`"},
+     "legacy: when set, requests must send `Authorization: Bearer <token>`; checked by the "
+     "authenticator an extension builds (failure limit, flamecol_auth_refusals_total), bound to "
+     "no tenant (X-Scope-OrgID decides)"},
     {"basic", FC_FIELD_OBJECT, NULL,
      offsetof(struct pprof_config, auth.basic) - offsetof(struct pprof_config, auth),
-     "legacy: when a username is set, requests must send matching basic auth", .sub = basic_fields},
+     "legacy: when a username is set, requests must send matching basic auth (checked as "
+     "bearer_token is)",
+     .sub = basic_fields},
     {NULL},
 };
 
@@ -55,30 +59,6 @@ static const struct fc_field pprof_fields[] = {
      .sub = auth_fields},
     {NULL},
 };
-
-static char *base64(const char *in)
-{
-    static const char tbl[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    size_t n = strlen(in);
-    char *out = fc_xmalloc((n + 2) / 3 * 4 + 1);
-    size_t o = 0;
-
-    for (size_t i = 0; i < n; i += 3) {
-        uint32_t v = (uint32_t)(unsigned char)in[i] << 16;
-        if (i + 1 < n) {
-            v |= (uint32_t)(unsigned char)in[i + 1] << 8;
-        }
-        if (i + 2 < n) {
-            v |= (unsigned char)in[i + 2];
-        }
-        out[o++] = tbl[(v >> 18) & 63];
-        out[o++] = tbl[(v >> 12) & 63];
-        out[o++] = i + 1 < n ? tbl[(v >> 6) & 63] : '=';
-        out[o++] = i + 2 < n ? tbl[v & 63] : '=';
-    }
-    out[o] = '\0';
-    return out;
-}
 
 static int pprof_create(struct fc_receiver *self, struct fc_error *err)
 {
@@ -114,12 +94,12 @@ static int pprof_create(struct fc_receiver *self, struct fc_error *err)
     r->cfg = cfg;
     r->limits.max_decompressed = (size_t)cfg->max_decompressed_size;
     r->truncated_stacks = fc_input_limits_truncated_counter(self->id);
-    if (cfg->auth.basic.username[0] != '\0') {
-        char *pair = fc_xasprintf("%s:%s", cfg->auth.basic.username, cfg->auth.basic.password);
-        char *enc = base64(pair);
-        r->basic_expected = fc_xasprintf("Basic %s", enc);
-        free(pair);
-        free(enc);
+    /* The legacy keys: one credential, checked by the authenticator extensions use. */
+    if ((cfg->auth.bearer_token[0] != '\0' || cfg->auth.basic.username[0] != '\0') &&
+        fc_auth_new_single(cfg->auth.bearer_token, cfg->auth.basic.username,
+                           cfg->auth.basic.password, &r->legacy_auth, err) != FC_OK) {
+        free(r);
+        return err->code;
     }
     self->ctx = r;
     return FC_OK;
@@ -135,7 +115,10 @@ static int pprof_start(struct fc_receiver *self, struct fc_host *host, struct fc
     if (srv == NULL || fc_http_server_tls(srv, &r->cfg->tls, self->id, err) != FC_OK) {
         return err->code;
     }
-    if (fc_extensions_auth(host->extensions, r->cfg->auth.authenticator, &auth, err) != FC_OK) {
+    if (r->legacy_auth != NULL) {
+        auth = r->legacy_auth;
+    } else if (fc_extensions_auth(host->extensions, r->cfg->auth.authenticator, &auth, err) !=
+               FC_OK) {
         return fc_error_wrap(err, "auth");
     }
     /* Every route of this receiver ingests: it needs the write role. */
@@ -154,45 +137,17 @@ static void pprof_destroy(struct fc_receiver *self)
 {
     struct pprof_receiver *r = self->ctx;
 
-    free(r->basic_expected);
+    fc_auth_free(r->legacy_auth); /* the servers have stopped: no request uses it */
     free(r);
     self->ctx = NULL;
-}
-
-/* Constant-time compare, so a token cannot be guessed byte by byte from timings. */
-static int secret_equal(const char *a, const char *b)
-{
-    size_t na = strlen(a), nb = strlen(b);
-    unsigned char diff = (unsigned char)(na != nb);
-
-    for (size_t i = 0; i < na && i < nb; i++) {
-        diff |= (unsigned char)(a[i] ^ b[i]);
-    }
-    return diff == 0;
 }
 
 int pprof_check_request(struct pprof_receiver *r, const struct fc_http_request *req,
                         struct fc_http_response *resp, const char **tenant)
 {
-    const char *auth = fc_http_header(req, "Authorization");
     struct fc_error err = {0};
 
-    if (r->cfg->auth.bearer_token[0] != '\0') {
-        if (auth == NULL || strncmp(auth, "Bearer ", 7) != 0 ||
-            !secret_equal(auth + 7, r->cfg->auth.bearer_token)) {
-            fc_errorf(&err, FC_EAUTH, "missing or wrong bearer token");
-            fc_http_response_header(resp, "WWW-Authenticate", "Bearer");
-            pprof_error(r, resp, 401, &err);
-            return -1;
-        }
-    } else if (r->basic_expected != NULL) {
-        if (auth == NULL || !secret_equal(auth, r->basic_expected)) {
-            fc_errorf(&err, FC_EAUTH, "missing or wrong basic auth credentials");
-            fc_http_response_header(resp, "WWW-Authenticate", "Basic realm=\"flamecol\"");
-            pprof_error(r, resp, 401, &err);
-            return -1;
-        }
-    }
+    /* Credentials were checked before the handler (fc_http_server_auth). */
     if (fc_http_tenant(req, tenant, &err) != FC_OK) {
         pprof_error(r, resp, 400, &err);
         return -1;

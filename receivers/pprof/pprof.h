@@ -12,6 +12,8 @@
 
 #include <stdint.h>
 
+struct fc_auth;
+
 struct pprof_config {
     const char *endpoint;
     struct fc_tls_server_config tls;
@@ -35,10 +37,10 @@ struct pprof_receiver {
     struct fc_pprof_limits limits;     /* what the pprof decoder enforces itself */
     _Atomic int64_t *truncated_stacks; /* stacks cut to max_stack_depth */
     struct fc_log_limit refused_log;   /* 429/503 lines: one per 10 s under a flood */
-    char *basic_expected;              /* "Basic base64(user:pass)", or NULL */
+    struct fc_auth *legacy_auth;       /* from auth.bearer_token/basic (owned), or NULL */
 };
 
-/* Authorization and X-Scope-OrgID; on failure fills resp and returns non-zero. */
+/* X-Scope-OrgID (credentials are checked before); on failure fills resp, returns non-zero. */
 int pprof_check_request(struct pprof_receiver *r, const struct fc_http_request *req,
                         struct fc_http_response *resp, const char **tenant);
 /* A new batch with the receiver's memory budget and the request's tenant. */

@@ -416,6 +416,245 @@ class AuthEveryRouteTest(unittest.TestCase):
             self.assertNotIn(secret, log)
 
 
+# ---- tenant isolation on every read route --------------------------------------------------
+
+T0 = 1700000000  # the pushes' time (s); every query asks T0 +- 1 h
+CONNECT_METHOD_LINE = re.compile(r'msg="connect method POST /querier\.v1\.QuerierService/(\w+) '
+                                 r'owner=(\S+)"')
+UI_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "ui")
+
+
+def iso_names(t):
+    """What only tenant t ("a" or "b") pushed: its functions, service, sample type, label."""
+    return {"main": "iso%s_main" % t.upper(), "leaf": "iso%s_leaf" % t.upper(),
+            "service": "iso-only-" + t, "type": "iso%s_objects" % t, "label": "iso%s_label" % t,
+            "span": "00000000000000%s1" % t, "trace": ("%s2" % t) * 16}
+
+
+def iso_pprof(n):
+    """A pprof written by hand: sample type <type>/count; leaf<-main 3 (span and trace
+    labels), main alone 4."""
+    from harness import pb_ld, pb_packed, pb_vi
+    strings = ["", n["type"], "count", n["main"], n["leaf"], "span_id", n["span"], "trace_id",
+               n["trace"]]
+    msg = pb_ld(1, pb_vi(1, 1) + pb_vi(2, 2))
+    for fid, name in ((1, 3), (2, 4)):
+        msg += pb_ld(5, pb_vi(1, fid) + pb_vi(2, name))
+        msg += pb_ld(4, pb_vi(1, fid) + pb_ld(4, pb_vi(1, fid)))
+    msg += pb_ld(2, pb_packed(1, [2, 1]) + pb_packed(2, [3]) + pb_ld(3, pb_vi(1, 5) + pb_vi(2, 6))
+                 + pb_ld(3, pb_vi(1, 7) + pb_vi(2, 8)))
+    msg += pb_ld(2, pb_packed(1, [1]) + pb_packed(2, [4]))
+    return msg + b"".join(pb_ld(6, x.encode()) for x in strings)
+
+
+def ui_data_calls():
+    """(paths, Connect methods) the UI's scripts call."""
+    paths, methods = set(), set()
+    for name in sorted(os.listdir(UI_DIR)):
+        if name.endswith(".js"):
+            with open(os.path.join(UI_DIR, name)) as f:
+                text = f.read()
+            paths |= {"/" + m for m in re.findall(r"'((?:pyroscope|api/v\d+)/[\w./-]+)[?']", text)}
+            methods |= set(re.findall(r"connect\('(\w+)'", text))
+    return paths, methods
+
+
+class TenantIsolationEveryRouteTest(unittest.TestCase):
+    """team-a and team-b push the same service (iso-shared) with functions, sample types
+    and labels of their own, and a service each: on every read route the server lists
+    (and every Connect method it logs), one tenant's token sees its own names and never
+    the other's. A read route without a case below fails the test."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.c = start()
+        cls.all_routes = routes(cls.c)
+        cls.methods = [m for m, owner in CONNECT_METHOD_LINE.findall(cls.c.log())]
+        cls.tokens = {"a": TOKEN_A, "b": TOKEN_B}
+        for t, token in cls.tokens.items():
+            n = iso_names(t)
+            for svc in ("iso-shared", n["service"]):
+                q = "name=%s&from=%d&until=%d" % (urllib.parse.quote(
+                    "%s{%s=x}" % (svc, n["label"])), T0, T0 + 10)
+                status, _, text = http("POST", cls.c.base + "/ingest?" + q, iso_pprof(n),
+                                       dict(bearer(token),
+                                            **{"Content-Type": "application/octet-stream"}))
+                assert status == 200, text
+        cls.types = {}
+        for t in cls.tokens:
+            status, _, body = http("GET", cls.c.base +
+                                   "/pyroscope/label-values?label=__profile_type__",
+                                   headers=bearer(cls.tokens[t]))
+            assert status == 200, body
+            types = json.loads(body)
+            assert len(types) == 1 and iso_names(t)["type"] in types[0], types
+            cls.types[t] = types[0]
+
+    @classmethod
+    def tearDownClass(cls):
+        assert cls.c.stop() == 0, cls.c.log()
+
+    # -- one request per route or method, in tenant t's name --------------------------------
+
+    def get(self, t, path, **params):
+        """GET on the port the server registered the route on."""
+        port = {(m, p): port for m, p, port, _, _ in self.all_routes}[("GET", path)]
+        q = urllib.parse.urlencode(params)
+        status, _, body = http("GET", "http://127.0.0.1:%d%s%s" % (port, path,
+                                                                   "?" + q if q else ""),
+                               headers=bearer(self.tokens[t]))
+        return status, body.decode("utf-8", "replace")
+
+    def connect(self, t, method, body):
+        status, _, resp = http("POST", self.c.base + "/querier.v1.QuerierService/" + method,
+                               json.dumps(body).encode(),
+                               dict(bearer(self.tokens[t]), **{"Content-Type": "application/json"}))
+        return status, resp.decode("utf-8", "replace")
+
+    def query(self, t, svc="iso-shared"):
+        return '%s{service_name="%s"}' % (self.types[t], svc)
+
+    def rng(self):
+        return {"from": str(T0 - 3600), "until": str(T0 + 3600)}
+
+    def connect_range(self, t, **extra):
+        body = {"profileTypeID": self.types[t], "labelSelector": '{service_name="iso-shared"}',
+                "start": str((T0 - 3600) * 1000), "end": str((T0 + 3600) * 1000)}
+        body.update(extra)
+        return body
+
+    def route_cases(self):
+        """{(method, path): (fn(t) -> [(status, text)], the kinds of own names it shows)};
+        own kinds empty: the route serves no tenant data (it must show none of it)."""
+        leaf = lambda t: iso_names(t)["leaf"]
+        return {
+            ("GET", "/pyroscope/render"): (lambda t: [
+                self.get(t, "/pyroscope/render", query=self.query(t), **self.rng()),
+                self.get(t, "/pyroscope/render", query=self.query(t), groupBy="service_name",
+                         format="folded", **self.rng())], ("main", "leaf")),
+            ("GET", "/pyroscope/render-diff"): (lambda t: [self.get(
+                t, "/pyroscope/render-diff", leftQuery=self.query(t), rightQuery=self.query(t),
+                leftFrom=str(T0 - 3600), leftUntil=str(T0 + 3600), rightFrom=str(T0 - 3600),
+                rightUntil=str(T0 + 3600))], ("main", "leaf")),
+            ("GET", "/pyroscope/label-names"): (lambda t: [
+                self.get(t, "/pyroscope/label-names")], ("label",)),
+            ("GET", "/pyroscope/label-values"): (lambda t: [
+                self.get(t, "/pyroscope/label-values", label="service_name"),
+                self.get(t, "/pyroscope/label-values", label="__profile_type__")],
+                ("service", "type")),
+            ("GET", "/api/v1/findings"): (lambda t: [
+                self.get(t, "/api/v1/findings", query=self.query(t), **self.rng())],
+                ("main", "leaf")),
+            ("GET", "/api/v1/function"): (lambda t: [
+                self.get(t, "/api/v1/function", query=self.query(t), name=leaf(t),
+                         **self.rng())], ("main", "leaf")),
+            # Source files are shared across tenants by design (query.ui.source_roots, the
+            # README): no profile data there.
+            ("GET", "/api/v1/source"): (lambda t: [
+                self.get(t, "/api/v1/source", file="/src/main.go")], ()),
+            ("GET", "/api/v1/source-roots"): (lambda t: [
+                self.get(t, "/api/v1/source-roots")], ()),
+            # The telemetry endpoint: the process's own health and counters.
+            ("GET", "/metrics"): (lambda t: [self.get(t, "/metrics")], ()),
+            ("GET", "/healthz"): (lambda t: [self.get(t, "/healthz")], ()),
+            ("GET", "/ready"): (lambda t: [self.get(t, "/ready")], ()),
+        }
+
+    def connect_cases(self):
+        """{Connect method: (fn(t) -> [(status, text)], own kinds)}."""
+        span = lambda t: iso_names(t)["span"]
+        return {
+            "ProfileTypes": (lambda t: [self.connect(t, "ProfileTypes", {})], ("type",)),
+            "LabelNames": (lambda t: [self.connect(t, "LabelNames", {})], ("label",)),
+            "LabelValues": (lambda t: [
+                self.connect(t, "LabelValues", {"name": "service_name"}),
+                self.connect(t, "LabelValues", {"name": "__profile_type__",
+                                                "matchers": ['{service_name="iso-shared"}']})],
+                ("service", "type")),
+            "Series": (lambda t: [self.connect(t, "Series", {"labelNames": ["service_name"]})],
+                       ("service",)),
+            "SelectMergeStacktraces": (lambda t: [
+                self.connect(t, "SelectMergeStacktraces", self.connect_range(t)),
+                self.connect(t, "SelectMergeStacktraces", self.connect_range(
+                    t, traceIdSelector=[iso_names(t)["trace"]]))], ("main", "leaf")),
+            "SelectMergeProfile": (lambda t: [
+                self.connect(t, "SelectMergeProfile", self.connect_range(t))], ("main", "leaf")),
+            "SelectSeries": (lambda t: [self.connect(t, "SelectSeries", self.connect_range(
+                t, labelSelector="{}", groupBy=["service_name"], step=10))], ("service",)),
+            "Diff": (lambda t: [self.connect(t, "Diff", {
+                "left": self.connect_range(t), "right": self.connect_range(t)})],
+                ("main", "leaf")),
+            "SelectMergeSpanProfile": (lambda t: [self.connect(
+                t, "SelectMergeSpanProfile", self.connect_range(t, spanSelector=[span(t)]))],
+                ("main", "leaf")),
+        }
+
+    def check(self, what, fn, own_kinds):
+        for t, other in (("a", "b"), ("b", "a")):
+            mine, theirs = iso_names(t), iso_names(other)
+            answers = fn(t)
+            for status, text in answers:
+                for kind in ("main", "leaf", "service", "type", "label"):
+                    self.assertNotIn(theirs[kind], text, (what, t, status, text[:300]))
+            for status, text in answers:
+                # 404 only where there is nothing to serve (no source roots configured).
+                self.assertIn(status, (200, 404) if not own_kinds else (200,),
+                              (what, t, text[:300]))
+            if own_kinds:
+                for kind in own_kinds:
+                    self.assertTrue(any(mine[kind] in text for _, text in answers),
+                                    (what, t, kind, [a[1][:300] for a in answers]))
+
+    # -- the tests ----------------------------------------------------------------------------
+
+    def test_every_read_route_has_a_case(self):
+        read = {(m, p) for m, p, _, _, a in self.all_routes if a == "read"}
+        cases = set(self.route_cases()) | {("POST", "/querier.v1.QuerierService/*")}
+        self.assertEqual(read - cases, set(), "read routes without an isolation case")
+        self.assertGreaterEqual(len(self.methods), 9, self.c.log())
+        self.assertEqual(set(self.methods) - set(self.connect_cases()), set(),
+                         "Connect methods without an isolation case")
+        # What the UI asks for is among them.
+        paths, methods = ui_data_calls()
+        self.assertIn("/pyroscope/render", paths)
+        self.assertIn("SelectMergeStacktraces", methods)
+        self.assertEqual(paths - {p for _, p in read}, set(), "UI calls of unknown routes")
+        self.assertEqual(methods - set(self.methods), set(), "UI calls of unknown methods")
+
+    def test_isolation_on_every_read_route(self):
+        read = sorted({(m, p) for m, p, _, _, a in self.all_routes if a == "read"})
+        cases = self.route_cases()
+        for route in read:
+            if route == ("POST", "/querier.v1.QuerierService/*"):
+                continue  # one case per method below
+            with self.subTest(route=route):
+                self.check(route, *cases[route])
+
+    def test_isolation_on_every_connect_method(self):
+        cases = self.connect_cases()
+        for method in self.methods:
+            with self.subTest(method=method):
+                self.check(method, *cases[method])
+
+    def test_naming_the_other_tenants_data_finds_nothing(self):
+        b = iso_names("b")
+        status, _ = self.get("a", "/api/v1/function", query=self.query("a"), name=b["leaf"],
+                             **self.rng())
+        self.assertEqual(status, 404)
+        # team-b's own profile type and service, asked with team-a's token: nothing.
+        for status, text in (
+                self.get("a", "/pyroscope/render", query=self.query("b", b["service"]),
+                         **self.rng()),
+                self.connect("a", "SelectMergeStacktraces", dict(
+                    self.connect_range("b"), labelSelector='{service_name="%s"}' % b["service"])),
+                self.connect("a", "SelectMergeSpanProfile", self.connect_range(
+                    "a", spanSelector=[b["span"]])),
+                self.connect("a", "SelectMergeStacktraces", self.connect_range(
+                    "a", traceIdSelector=[b["trace"]]))):
+            for kind in ("main", "leaf"):
+                self.assertNotIn(b[kind], text, text[:300])
+
+
 class ThrottleTest(unittest.TestCase):
     """max_failures_per_minute: 3 -> the 4th attempt from one address gets 429."""
 

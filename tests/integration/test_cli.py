@@ -94,6 +94,71 @@ class CliTest(unittest.TestCase):
         self.assertEqual(rc, 0)
         self.assertIn("endpoint: 127.0.0.1:9", out)
 
+    def test_print_config_redacts_secrets(self):
+        # Every secret comes from ${env:...}: print-config expands it, and must not print it.
+        secrets = {"FC_TOK_A": "tok-a-9f8e7d", "FC_TOK_B": "tok-b-6c5b4a",
+                   "FC_PPROF_PW": "pprof-pw-3a2b", "FC_PYRO_PW": "pyro-pw-1c0d",
+                   "FC_PYRO_TOKEN": "pyro-tok-5e6f", "FC_HTTP_AUTH": "Bearer hdr-7a8b",
+                   "FC_GRPC_AUTH": "Bearer grpc-9c0d", "FC_LEGACY_TOKEN": "legacy-tok-1e2f"}
+        text = """extensions:
+  auth:
+    bearer_tokens:
+      - {token: "${env:FC_TOK_A}", tenant: team-a, roles: [write, read]}
+      - token: ${env:FC_TOK_B}
+        tenant: team-b
+receivers:
+  pprof:
+    endpoint: 127.0.0.1:4040
+    auth:
+      basic: {username: alice, password: "${env:FC_PPROF_PW}"}
+  pprof/legacy:
+    endpoint: 127.0.0.1:4041
+    auth: {bearer_token: "${env:FC_LEGACY_TOKEN}"}
+exporters:
+  pyroscope:
+    endpoint: http://127.0.0.1:1/
+    basic_auth: {username: bob, password: "${env:FC_PYRO_PW}"}
+  pyroscope/token:
+    endpoint: http://127.0.0.1:1/
+    bearer_token: ${env:FC_PYRO_TOKEN}
+  otlphttp:
+    endpoint: http://127.0.0.1:1
+    headers: {Authorization: "${env:FC_HTTP_AUTH}", X-Team: kept-header}
+  otlp:
+    endpoint: 127.0.0.1:1
+    tls: {insecure: true}
+    headers: {authorization: "${env:FC_GRPC_AUTH}"}
+service:
+  extensions: [auth]
+  pipelines:
+    profiles:
+      receivers: [pprof, pprof/legacy]
+      exporters: [pyroscope, pyroscope/token, otlphttp, otlp]
+"""
+        rc, out, err = run("print-config", "--config", write(text), env=secrets)
+        self.assertEqual(rc, 0, err)
+        for value in secrets.values():
+            self.assertNotIn(value, out)
+            self.assertNotIn(value.split()[-1], out + err)
+        # One "[REDACTED]" per secret, in the place of the value.
+        self.assertEqual(out.count('"[REDACTED]"'), len(secrets), out)
+        for line in ('token: "[REDACTED]"', 'password: "[REDACTED]"',
+                     'bearer_token: "[REDACTED]"', 'Authorization: "[REDACTED]"',
+                     'authorization: "[REDACTED]"'):
+            self.assertIn(line, out)
+        # What is not a secret is printed as it is.
+        for kept in ("tenant: team-a", "tenant: team-b", "username: alice", "username: bob",
+                     "X-Team: kept-header", "endpoint: 127.0.0.1:4041"):
+            self.assertIn(kept, out)
+        # An empty secret stays empty (nothing to hide), and the output is still a config.
+        rc, out, _ = run("print-config", "--config",
+                         write(GOOD.replace("endpoint: 127.0.0.1:4040",
+                                            "endpoint: 127.0.0.1:4040\n    auth: "
+                                            "{bearer_token: \"\"}")))
+        self.assertEqual(rc, 0)
+        self.assertNotIn("REDACTED", out)
+        self.assertEqual(run("validate", "--config", write(out))[0], 0)
+
     def test_default_config_is_valid(self):
         rc, out, _ = run("print-config", "--default")
         self.assertEqual(rc, 0)

@@ -51,8 +51,9 @@ import unittest
 import urllib.parse
 
 from fake_peers import HttpPeer
-from harness import (Collector, corpus_files, flamegraph_paths, free_port, http, otlp_unused_rows,
-                     parse_top, pb_fields, pb_ld, pb_varint, pb_vi, read_corpus, validate_processor)
+from harness import (Collector, corpus_files, flamegraph_flat, flamegraph_paths, free_port, http,
+                     otlp_unused_rows, parse_top, pb_fields, pb_ld, pb_varint, pb_vi, read_corpus,
+                     validate_processor)
 
 MAX_NODES = 40
 
@@ -287,13 +288,7 @@ def render_hour(c, ptype, service):
 def flame(c, ptype, service):
     """(numTicks, {function: self}) of the store's flame graph of [T0, T0 + 1 h)."""
     fb = render_hour(c, ptype, service)
-    flat = {}
-    for level in fb["levels"]:
-        for i in range(0, len(level), 4):
-            if level[i + 2]:
-                name = fb["names"][level[i + 3]]
-                flat[name] = flat.get(name, 0) + level[i + 2]
-    return fb["numTicks"], flat
+    return fb["numTicks"], flamegraph_flat(fb["names"], fb["levels"])[1]
 
 
 def flame_paths(c, ptype, service):

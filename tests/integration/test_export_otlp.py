@@ -449,9 +449,10 @@ class ForwardToFlamecolTest(unittest.TestCase):
 
         def relay(req):
             assert req.header("content-encoding") == "zstd", req.headers
-            status, _, body = http("POST", b_url, req.decoded(),
-                                   {"Content-Type": req.header("content-type"),
-                                    "X-Scope-OrgID": req.header("x-scope-orgid")})
+            headers = {"Content-Type": req.header("content-type")}
+            if req.header("x-scope-orgid") is not None:  # none for the default tenant
+                headers["X-Scope-OrgID"] = req.header("x-scope-orgid")
+            status, _, body = http("POST", b_url, req.decoded(), headers)
             return Answer(status, body, content_type="application/x-protobuf")
 
         with HttpPeer(default=relay) as peer:

@@ -60,7 +60,7 @@ receivers:
         endpoint: 127.0.0.1:%d
 exporters:
   pyroscope:
-    endpoint: http://127.0.0.1:%d/
+    endpoint: %s
     protocol: %s
     retry_on_failure: {initial_interval: 100ms, max_interval: 1s}
 %s
@@ -233,12 +233,19 @@ def labelled_pprof():
 
 
 class Pair:
-    """B (store) and A (exporting to B) started together; stopped cleanly."""
+    """B (store) and A (exporting to B) started together; stopped cleanly. With tls_port,
+    B's pprof receiver listens there (its b_extra holding a tls block) and A sends to
+    https://127.0.0.1:tls_port; B's query API stays on its own plaintext port."""
 
-    def __init__(self, protocol, a_extra="", b_extra=""):
-        self.b = Collector(B_CONFIG % b_extra)
+    def __init__(self, protocol, a_extra="", b_extra="", tls_port=None):
+        text = B_CONFIG % b_extra
+        if tls_port:
+            text = text.replace("127.0.0.1:{port}", "127.0.0.1:%d" % tls_port, 1)
+        self.b = Collector(text)
         self.otlp_port = free_port()
-        self.a = Collector(A_CONFIG % (self.otlp_port, self.b.ports["port"], protocol, a_extra))
+        target = "https://127.0.0.1:%d/" % tls_port if tls_port else \
+            "http://127.0.0.1:%d/" % self.b.ports["port"]
+        self.a = Collector(A_CONFIG % (self.otlp_port, target, protocol, a_extra))
 
     def __enter__(self):
         self.b.wait_ready()
@@ -420,7 +427,8 @@ class ExportPyroscopeTest(unittest.TestCase):
                 self.assertEqual(msum(m, "flamecol_exporter_sent_requests_total", exporter="pyroscope"), 0)
                 self.assertEqual(msum(m, "flamecol_exporter_retries_total", exporter="pyroscope"), 0)
                 self.assertEqual(msum(m, "flamecol_exporter_queue_size", exporter="pyroscope"), 0)
-                self.assertEqual(msum(mb, "flamecol_receiver_refused_requests_total", receiver="pprof"), 1)
+                # B's legacy auth keys are checked by its authenticator: refusals counted there.
+                self.assertEqual(msum(mb, "flamecol_auth_refusals_total"), 1)
                 self.assertEqual(msum(mb, "flamecol_receiver_accepted_requests_total", receiver="pprof"), 0)
             p.stop(self)
 
@@ -434,6 +442,42 @@ class ExportPyroscopeTest(unittest.TestCase):
         b = "    auth:\n      basic: {username: alice, password: pa55}\n"
         self.auth(b, "    basic_auth: {username: alice, password: pa55}\n", True)
         self.auth(b, "    basic_auth: {username: alice, password: nope}\n", False)
+
+    def test_https_mtls(self):
+        # B's pprof receiver over TLS, requiring a client certificate of the test CA (the
+        # certificates are test_tls_listeners' PKI, made by openssl); A's exporter trusts
+        # the CA (ca_file) and shows client.crt (cert_file, key_file).
+        from test_tls_listeners import PKI, tls_block
+        b_extra = tls_block(client_ca="ca", indent=4) + "\n"
+        tls = lambda client: "    tls:\n      ca_file: %s\n%s" % (PKI("ca.crt"), (
+            "      cert_file: %s\n      key_file: %s\n" % (PKI(client + ".crt"),
+                                                        PKI(client + ".key"))) if client else "")
+        for protocol in ("push", "ingest"):
+            with Pair(protocol, tls("client"), b_extra, free_port()) as p:
+                status, _, text = go_sdk_push(p.a.base, "go-1s-cpu", "mtlssvc", "t1")
+                self.assertEqual(status, 200, text)
+                wait_delivered(p.a, p.b, 1)
+                self.assertEqual(entries(stored(p.b, "t1", "mtlssvc")["cpu"]),
+                                 entries(expected("go-1s-cpu")["cpu"]), protocol)
+                p.stop(self)
+        # No client certificate, or one of another CA: B refuses the handshake, nothing
+        # arrives (A retries: a transport error is not permanent).
+        for client in (None, "other-client"):
+            with Pair("push", tls(client), b_extra, free_port()) as p:
+                status, _, text = go_sdk_push(p.a.base, "go-1s-cpu", "nocert", "t1")
+                self.assertEqual(status, 200, text)
+                deadline = time.monotonic() + 30
+                while msum(metrics(p.a), "flamecol_exporter_retries_total",
+                           exporter="pyroscope") == 0:
+                    self.assertLess(time.monotonic(), deadline, p.a.log())
+                    time.sleep(0.05)
+                m, mb = metrics(p.a), metrics(p.b)
+                self.assertEqual(msum(m, "flamecol_exporter_sent_requests_total",
+                                      exporter="pyroscope"), 0, client)
+                self.assertEqual(msum(mb, "flamecol_receiver_accepted_requests_total",
+                                      receiver="pprof"), 0, client)
+                self.assertEqual(label_values(p.b, "service_name", "t1"), [], client)
+                p.stop(self)
 
     def test_config_errors(self):
         cases = (

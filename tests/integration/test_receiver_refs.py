@@ -18,6 +18,7 @@ flamecol.
   the hand-computed folded stacks and totals, over HTTP and gRPC.
 """
 import base64
+from http.client import HTTPConnection
 import json
 import unittest
 import urllib.parse
@@ -205,29 +206,46 @@ def labels_pprof(n, prefix="k"):
 
 # ---- tests --------------------------------------------------------------------------------
 
+def request(c, path, body, headers, source):
+    """(status, {lower-case header: value}, body) of a POST from the loopback address source."""
+    conn = HTTPConnection("127.0.0.1", c.ports["port"], timeout=30, source_address=(source, 0))
+    try:
+        conn.request("POST", path, body, headers)
+        r = conn.getresponse()
+        return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read()
+    finally:
+        conn.close()
+
+
 class AuthTest(unittest.TestCase):
-    """auth.basic and auth.bearer_token on /ingest and push.v1: only the exact
-    configured credentials pass, every refusal is a 401 counted once."""
+    """auth.basic and auth.bearer_token (the legacy keys) on /ingest and push.v1: only the
+    exact configured credentials pass, every refusal is a 401 counted once in
+    flamecol_auth_refusals_total, as for an `auth` extension: the legacy keys build the
+    same authenticator, so failed attempts are limited per client address too (10 per
+    minute): each round of bad attempts below comes from its own loopback address."""
 
     def refused(self, c):
-        return c.metric("flamecol_receiver_refused_requests_total", 'receiver="pprof"') or 0
+        return sum(c.metric("flamecol_auth_refusals_total",
+                            'listener="127.0.0.1:%d",reason="%s"' % (c.ports["port"], r)) or 0
+                   for r in ("missing", "bad_credentials", "throttled"))
 
     def check(self, auth_yaml, good, bad):
         c = Collector(AUTH_PIPELINE % auth_yaml)
         with c:
-            for url in ("/ingest?name=auth.cpu", "/pyroscope/ingest?name=auth.cpu"):
+            for i, url in enumerate(("/ingest?name=auth.cpu", "/pyroscope/ingest?name=auth.cpu")):
+                source = "127.0.1.%d" % (i + 1)
                 before = self.refused(c)
                 for header in bad:
                     headers = {"Authorization": header} if header is not None else {}
-                    status, h, body = http("POST", c.base + url, b"main;work 1\n", headers)
+                    status, h, body = request(c, url, b"main;work 1\n", headers, source)
                     self.assertEqual(status, 401, "%s %r" % (url, header))
                     self.assertEqual(json.loads(body)["code"], "unauthenticated")
-                    self.assertIn("WWW-Authenticate", h)
+                    self.assertIn("www-authenticate", h)
                 self.assertEqual(self.refused(c), before + len(bad), url)
-                status, _, body = http("POST", c.base + url, b"main;work 1\n", {"Authorization": good})
+                status, _, body = request(c, url, b"main;work 1\n", {"Authorization": good}, source)
                 self.assertEqual(status, 200, body)
                 self.assertEqual(self.refused(c), before + len(bad), url)
-            push = c.base + "/push.v1.PusherService/Push"
+            push = "/push.v1.PusherService/Push"
             ctype = {"Content-Type": "application/json"}
             body = json.dumps({"series": [{"labels": [{"name": "service_name", "value": "auth"}],
                                            "samples": [{"rawProfile": base64.b64encode(
@@ -235,12 +253,32 @@ class AuthTest(unittest.TestCase):
             before = self.refused(c)
             for header in bad:
                 headers = dict(ctype, **({"Authorization": header} if header is not None else {}))
-                status, _, resp = http("POST", push, body, headers)
+                status, _, resp = request(c, push, body, headers, "127.0.1.9")
                 self.assertEqual(status, 401, "push %r" % header)
                 self.assertEqual(json.loads(resp)["code"], "unauthenticated")
             self.assertEqual(self.refused(c), before + len(bad))
-            status, _, resp = http("POST", push, body, dict(ctype, Authorization=good))
+            status, _, resp = request(c, push, body, dict(ctype, Authorization=good), "127.0.1.9")
             self.assertEqual(status, 200, resp)
+            self.assertEqual(c.stop(), 0, c.log())
+
+    def test_legacy_keys_are_throttled_and_counted_as_the_extension(self):
+        c = Collector(AUTH_PIPELINE % "      bearer_token: t0ken-abc\n")
+        listener = 'listener="127.0.0.1:%d",reason="%%s"' % c.ports["port"]
+        with c:
+            for _ in range(10):
+                self.assertEqual(request(c, "/ingest?name=t.cpu", b"a 1\n",
+                                         {"Authorization": "Bearer guess"}, "127.0.2.1")[0], 401)
+            # The 11th attempt from that address is refused before its token is looked at.
+            status, h, _ = request(c, "/ingest?name=t.cpu", b"a 1\n",
+                                   {"Authorization": "Bearer t0ken-abc"}, "127.0.2.1")
+            self.assertEqual(status, 429)
+            self.assertEqual(h["retry-after"], "60")
+            self.assertEqual(request(c, "/ingest?name=t.cpu", b"a 1\n",
+                                     {"Authorization": "Bearer t0ken-abc"}, "127.0.2.2")[0], 200)
+            self.assertEqual(c.metric("flamecol_auth_refusals_total",
+                                      listener % "bad_credentials"), 10)
+            self.assertEqual(c.metric("flamecol_auth_refusals_total", listener % "throttled"), 1)
+            self.assertNotIn("t0ken-abc", c.log())
             self.assertEqual(c.stop(), 0, c.log())
 
     def test_basic_auth(self):

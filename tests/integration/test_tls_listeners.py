@@ -1,6 +1,6 @@
 """TLS on every listener (issue 16, the `tls` half): the pprof receiver and
-the store's query API on one HTTPS port, the otlp receiver's gRPC server and
-the telemetry endpoint, with certificates made by `openssl` in the test.
+the store's query API on one HTTPS port, the otlp receiver's gRPC and HTTP servers
+and the telemetry endpoint, with certificates made by `openssl` in the test.
 Clients are Python's ssl (OpenSSL) and grpcio; expected totals are the hand
 sums of the folded pushes and hand-written pprof profiles sent."""
 import http.client
@@ -76,6 +76,18 @@ def https(port, method, path, body=None, headers=None, ctx=None):
         return resp.status, resp.read()
     except (OSError, http.client.HTTPException):
         return REFUSED, b""
+    finally:
+        conn.close()
+
+
+def plaintext_status(port, method, path, body=None, headers=None):
+    """The status a plaintext HTTP request to port gets, or REFUSED when it gets none."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        conn.request(method, path, body, headers or {})
+        return conn.getresponse().status
+    except (OSError, http.client.HTTPException):
+        return REFUSED
     finally:
         conn.close()
 
@@ -171,6 +183,12 @@ def grpc_export(port, body, client=None, ca="ca"):
             return e.code()
 
 
+def otlp_http_export(port, body, ctx=None):
+    """POST an OTLP request to the OTLP HTTP listener over TLS: (status, body) or REFUSED."""
+    return https(port, "POST", "/v1development/profiles", body,
+                 {"Content-Type": "application/x-protobuf"}, ctx=ctx)
+
+
 def tls_block(cert="server", client_ca=None, min_version=None, reload=None, indent=6):
     """A `tls:` block indented by `indent`; cert: a name of the PKI or a path without .crt."""
     base = cert if "/" in cert else PKI(cert)
@@ -194,6 +212,9 @@ receivers:
       grpc:
         endpoint: 127.0.0.1:{grpc}
 {grpc_tls}
+      http:
+        endpoint: 127.0.0.1:{otlp}
+{otlp_http_tls}
 exporters:
   store:
     path: {dir}/data
@@ -213,17 +234,21 @@ service:
 """
 
 
-def start(http_tls=None, grpc_tls=None, telemetry_tls=None, ready_ctx=None):
+def start(http_tls=None, grpc_tls=None, telemetry_tls=None, ready_ctx=None, otlp_http_tls=None):
     """A collector on PIPELINE; *_tls: keyword arguments of tls_block (None = plaintext).
-    The pprof receiver and the store's query API share the HTTP port and its tls block."""
-    grpc_port = free_port()
+    The pprof receiver and the store's query API share the HTTP port and its tls block;
+    the OTLP HTTP listener's port is c.otlp."""
+    grpc_port, otlp_port = free_port(), free_port()
     text = (PIPELINE.replace("{pprof_tls}", tls_block(**http_tls, indent=4) if http_tls is not None else "")
             .replace("{query_tls}", tls_block(**http_tls, indent=6) if http_tls is not None else "")
             .replace("{grpc_tls}", tls_block(**grpc_tls, indent=8) if grpc_tls is not None else "")
             .replace("{telemetry_tls}",
                      tls_block(**telemetry_tls, indent=6) if telemetry_tls is not None else "")
-            .replace("{grpc}", str(grpc_port)))
+            .replace("{otlp_http_tls}",
+                     tls_block(**otlp_http_tls, indent=8) if otlp_http_tls is not None else "")
+            .replace("{grpc}", str(grpc_port)).replace("{otlp}", str(otlp_port)))
     c = Collector(text)
+    c.otlp = otlp_port
     try:
         if ready_ctx is None:
             c.wait_ready()
@@ -244,7 +269,7 @@ class TlsTest(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        cls.c, cls.grpc = start(http_tls={}, grpc_tls={})
+        cls.c, cls.grpc = start(http_tls={}, grpc_tls={}, otlp_http_tls={})
         cls.port = cls.c.ports["port"]
 
     @classmethod
@@ -264,6 +289,18 @@ class TlsTest(unittest.TestCase):
         # A client that trusts only the other CA refuses our server (the client's own check).
         self.assertEqual(grpc_export(self.grpc, body, ca="other-ca"), grpc.StatusCode.UNAVAILABLE)
 
+    def test_otlp_http_over_tls(self):
+        body = otlp_request([(["leaf", "main"], 6), (["other", "main"], 8)], "tlsotlphttp")
+        status, text = otlp_http_export(self.c.otlp, body)
+        self.assertEqual(status, 200, text)
+        self.assertEqual(render_total(self.port, "tlsotlphttp"), 14)
+        # A client that trusts only the other CA refuses our server; plaintext gets nothing.
+        self.assertEqual(otlp_http_export(self.c.otlp, body, ctx=context(ca="other-ca"))[0],
+                         REFUSED)
+        self.assertEqual(plaintext_status(self.c.otlp, "POST", "/v1development/profiles", body,
+                                          {"Content-Type": "application/x-protobuf"}), REFUSED)
+        self.assertEqual(render_total(self.port, "tlsotlphttp"), 14)  # stored once
+
     def test_client_checks_the_server(self):
         self.assertEqual(https(self.port, "GET", "/ready", ctx=context(ca="other-ca"))[0], REFUSED)
         # TLS 1.2 is accepted by default.
@@ -272,15 +309,7 @@ class TlsTest(unittest.TestCase):
         self.assertEqual(status, 200)
 
     def test_plaintext_to_tls_port_fails_and_serving_goes_on(self):
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
-        try:
-            conn.request("POST", "/ingest?name=plain.cpu", b"a 1\n")
-            status = conn.getresponse().status
-        except (OSError, http.client.HTTPException):
-            status = REFUSED
-        finally:
-            conn.close()
-        self.assertEqual(status, REFUSED)
+        self.assertEqual(plaintext_status(self.port, "POST", "/ingest?name=plain.cpu", b"a 1\n"), REFUSED)
         with socket.create_connection(("127.0.0.1", self.grpc), timeout=10) as s:
             s.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\0" * 64)
             s.settimeout(10)
@@ -303,7 +332,7 @@ class MutualTlsTest(unittest.TestCase):
     def setUpClass(cls):
         cls.c, cls.grpc = start(http_tls={"client_ca": "ca", "min_version": "1.3"},
                                 grpc_tls={"client_ca": "ca"}, telemetry_tls={},
-                                ready_ctx=context())
+                                ready_ctx=context(), otlp_http_tls={"client_ca": "ca"})
         cls.port = cls.c.ports["port"]
 
     @classmethod
@@ -342,19 +371,20 @@ class MutualTlsTest(unittest.TestCase):
         self.assertEqual(grpc_export(self.grpc, body, client="client"), b"")
         self.assertEqual(render_total(self.port, "mtlsgrpc", ctx=context("client")), 11)
 
+    def test_otlp_http_client_certificates(self):
+        body = otlp_request([(["g", "main"], 13)], "mtlsotlphttp")
+        for client in (None, "other-client", "expired-client"):
+            ctx = context(client) if client else context()
+            self.assertEqual(otlp_http_export(self.c.otlp, body, ctx=ctx)[0], REFUSED, client)
+        status, text = otlp_http_export(self.c.otlp, body, ctx=context("client"))
+        self.assertEqual(status, 200, text)
+        self.assertEqual(render_total(self.port, "mtlsotlphttp", ctx=context("client")), 13)
+
     def test_telemetry_over_tls(self):
         status, body = https(self.c.ports["metrics"], "GET", "/metrics")
         self.assertEqual(status, 200)
         self.assertIn(b"flamecol_", body)
-        conn = http.client.HTTPConnection("127.0.0.1", self.c.ports["metrics"], timeout=10)
-        try:
-            conn.request("GET", "/metrics")
-            status = conn.getresponse().status
-        except (OSError, http.client.HTTPException):
-            status = REFUSED
-        finally:
-            conn.close()
-        self.assertEqual(status, REFUSED)
+        self.assertEqual(plaintext_status(self.c.ports["metrics"], "GET", "/metrics"), REFUSED)
 
 
 class ReloadTest(unittest.TestCase):
@@ -363,11 +393,12 @@ class ReloadTest(unittest.TestCase):
         for f in ("crt", "key"):
             shutil.copy(PKI("server." + f), os.path.join(d, "live." + f))
         live = {"cert": os.path.join(d, "live"), "reload": "500ms"}
-        c, grpc_port = start(http_tls=live, grpc_tls=live)
+        c, grpc_port = start(http_tls=live, grpc_tls=live, otlp_http_tls=live)
         try:
             port = c.ports["port"]
             self.assertEqual(peer_serial(port), 1001)
             self.assertEqual(peer_serial(grpc_port, "h2"), 1001)
+            self.assertEqual(peer_serial(c.otlp), 1001)
             self.assertEqual(grpc_export(grpc_port, otlp_request([(["a"], 1)], "r1")), b"")
             for f in ("crt", "key"):
                 shutil.copy(PKI("server2." + f), os.path.join(d, "new." + f))
@@ -375,6 +406,10 @@ class ReloadTest(unittest.TestCase):
             time.sleep(1.2)  # past reload_interval (no deadline is asserted)
             self.assertEqual(peer_serial(port), 1002)
             self.assertEqual(peer_serial(grpc_port, "h2"), 1002)
+            self.assertEqual(peer_serial(c.otlp), 1002)
+            self.assertEqual(otlp_http_export(c.otlp, otlp_request([(["a"], 5)], "reloaded-h"))[0],
+                             200)
+            self.assertEqual(render_total(port, "reloaded-h"), 5)
             self.assertEqual(ingest_folded(port, "reloaded", "a;b 2\n")[0], 200)
             self.assertEqual(grpc_export(grpc_port, otlp_request([(["a"], 3)], "reloaded-g")), b"")
             self.assertEqual(render_total(port, "reloaded-g"), 3)
@@ -405,7 +440,8 @@ class ConfigTest(unittest.TestCase):
     def test_shared_endpoint_must_agree(self):
         c = Collector(PIPELINE.replace("{pprof_tls}", tls_block(indent=4))
                       .replace("{query_tls}", "").replace("{grpc_tls}", "")
-                      .replace("{telemetry_tls}", "").replace("{grpc}", str(free_port())))
+                      .replace("{telemetry_tls}", "").replace("{otlp_http_tls}", "")
+                      .replace("{grpc}", str(free_port())).replace("{otlp}", str(free_port())))
         rc = c.proc.wait(timeout=30)
         c.stderr.close()
         self.assertNotEqual(rc, 0)
@@ -416,9 +452,9 @@ class ConfigTest(unittest.TestCase):
 
     def test_non_loopback_without_tls_warns(self):
         text = PIPELINE.replace("127.0.0.1:{port}", "0.0.0.0:{port}")
-        for k in ("{pprof_tls}", "{query_tls}", "{grpc_tls}", "{telemetry_tls}"):
+        for k in ("{pprof_tls}", "{query_tls}", "{grpc_tls}", "{telemetry_tls}", "{otlp_http_tls}"):
             text = text.replace(k, "")
-        c = Collector(text.replace("{grpc}", str(free_port())))
+        c = Collector(text.replace("{grpc}", str(free_port())).replace("{otlp}", str(free_port())))
         c.wait_ready()
         self.assertEqual(c.stop(), 0)
         warnings = [l for l in c.log().splitlines() if "non-loopback" in l]
