@@ -92,6 +92,21 @@ def plaintext_status(port, method, path, body=None, headers=None):
         conn.close()
 
 
+def curl_status(port, path, data=None, client=None, ca="ca", scheme="https"):
+    """The status Debian's curl gets (REFUSED when the handshake or connection fails),
+    trusting ca and presenting client's certificate when given; data is POSTed."""
+    cmd = ["curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "10",
+           "--cacert", PKI(ca + ".crt")]
+    if client:
+        cmd += ["--cert", PKI(client + ".crt"), "--key", PKI(client + ".key")]
+    if data is not None:
+        cmd += ["--data-binary", "@-"]
+    r = subprocess.run(cmd + ["%s://127.0.0.1:%d%s" % (scheme, port, path)], input=data,
+                       capture_output=True)
+    code = r.stdout.decode().strip()
+    return REFUSED if r.returncode != 0 or code in ("", "000") else int(code)
+
+
 def peer_serial(port, alpn=None):
     """The serial number of the certificate the server shows on a new connection."""
     ctx = context()
@@ -105,10 +120,15 @@ def peer_serial(port, alpn=None):
     return int(out.strip().split("=")[1], 16)
 
 
-def ingest_folded(port, app, text, ctx=None):
+def ingest_path(app, text):
+    """/ingest of text (folded lines) as app's alloc_objects, which render_total reads."""
     q = urllib.parse.urlencode({"name": app + ".alloc_objects", "format": "lines" if "\n" not in text
                                 else "folded", "from": "1700000000", "until": "1700000010"})
-    return https(port, "POST", "/ingest?" + q, text.encode(), ctx=ctx)
+    return "/ingest?" + q
+
+
+def ingest_folded(port, app, text, ctx=None):
+    return https(port, "POST", ingest_path(app, text), text.encode(), ctx=ctx)
 
 
 def render_total(port, service, ctx=None):
@@ -301,6 +321,16 @@ class TlsTest(unittest.TestCase):
                                           {"Content-Type": "application/x-protobuf"}), REFUSED)
         self.assertEqual(render_total(self.port, "tlsotlphttp"), 14)  # stored once
 
+    def test_curl(self):
+        self.assertEqual(curl_status(self.port, ingest_path("curltls", "main;curl 5\n"),
+                                     b"main;curl 5\n"), 200)
+        self.assertEqual(render_total(self.port, "curltls"), 5)
+        # curl refuses a server its CA did not sign; plain http:// to the TLS port gets nothing.
+        self.assertEqual(curl_status(self.port, "/ready", ca="other-ca"), REFUSED)
+        self.assertEqual(curl_status(self.port, ingest_path("curlplain", "x 1\n"), b"x 1\n",
+                                     scheme="http"), REFUSED)
+        self.assertEqual(render_total(self.port, "curlplain"), 0)
+
     def test_client_checks_the_server(self):
         self.assertEqual(https(self.port, "GET", "/ready", ctx=context(ca="other-ca"))[0], REFUSED)
         # TLS 1.2 is accepted by default.
@@ -352,6 +382,17 @@ class MutualTlsTest(unittest.TestCase):
         # Only the one that presented the right certificate was stored.
         for app in ("nocert", "othercert", "expired"):
             self.assertEqual(render_total(self.port, "%s" % app, ctx=context("client")), 0)
+
+    def test_curl_client_certificates(self):
+        for app, client in (("curlnocert", None), ("curlexpired", "expired-client"),
+                            ("curlother", "other-client")):
+            self.assertEqual(curl_status(self.port, ingest_path(app, "a 1\n"), b"a 1\n",
+                                         client=client), REFUSED, app)
+        self.assertEqual(curl_status(self.port, ingest_path("curlmtls", "main;c 7\n"),
+                                     b"main;c 7\n", client="client"), 200)
+        self.assertEqual(render_total(self.port, "curlmtls", ctx=context("client")), 7)
+        for app in ("curlnocert", "curlexpired", "curlother"):
+            self.assertEqual(render_total(self.port, app, ctx=context("client")), 0)
 
     def test_min_version_13(self):
         status, _ = https(self.port, "GET", "/pyroscope/label-values?label=service_name",
