@@ -53,7 +53,9 @@
     }
   }
   function writeUrl() {
-    history.replaceState(null, '', urlOf(state));
+    const url = urlOf(state);
+    /* replaceState costs a round trip to the browser: not for the same URL */
+    if (url !== location.search) history.replaceState(null, '', url);
     for (const a of document.querySelectorAll('#pages a')) {
       const page = a.dataset.page;
       const diff = page === 'compare' ? '1' : state.page === 'compare' ? '' : state.diff;
@@ -316,6 +318,9 @@
       drawGroups();
       drawAll();
       if (!state.diff && !span) loadCounts(data).catch(() => {});
+      /* the sandwich's index of this answer, made while the page is idle */
+      const levels = data.levels;
+      (window.requestIdleCallback || setTimeout)(() => Flame.indexOf(levels));
       showFunction();
       $('status').textContent = Flame.formatValue(doc.flamebearer.numTicks, data.units) + ' total, ' +
         nodesMerged + ' windows merged';
@@ -542,7 +547,11 @@
   function drawFlame() {
     if (!data) return;
     const t0 = performance.now();
-    const sw = state.sandwich && !data.diff ? Flame.sandwich(data.levels, state.sandwich) : null;
+    /* the sandwich of this answer and function, made once (a search or a sort redraws it) */
+    if (state.sandwich && !data.diff && (!data.sw || data.sw.name !== state.sandwich)) {
+      data.sw = Object.assign({ name: state.sandwich }, Flame.sandwich(data.levels, state.sandwich));
+    }
+    const sw = state.sandwich && !data.diff ? data.sw : null;
     const callers = $('callers');
     callers.hidden = !sw;
     if (sw) {
@@ -646,8 +655,7 @@
       } else if (act === 'copy' && navigator.clipboard) {
         navigator.clipboard.writeText(name);
       }
-      writeUrl();
-      drawAll();
+      drawAll(); /* writes the URL */
     };
   }
 
@@ -709,8 +717,12 @@
       body.appendChild(tr);
     }
   }
+  let tableDrawn = { data: null, key: '' }; /* what the table shows: a focus or a sandwich leaves it as it is */
   function drawTable() {
     const body = $('top').tBodies[0];
+    const shown = [state.sort, state.order, state.search].join('\n');
+    if (data && tableDrawn.data === data && tableDrawn.key === shown) return;
+    tableDrawn = { data, key: shown };
     body.innerHTML = '';
     if (!data) return;
     if (data.diff) {
@@ -759,10 +771,14 @@
     }
   }
 
+  /* The pills shown, oldest first, each with its clear(): Esc takes the newest away. */
+  let pillsShown = [];
   function drawPills() {
     const box = $('pills');
     box.innerHTML = '';
-    const pill = (text, clear) => {
+    const now = [];
+    const pill = (kind, text, clear) => {
+      now.push({ kind, clear });
       const s = document.createElement('span');
       s.className = 'pill';
       s.textContent = text + ' ';
@@ -774,19 +790,23 @@
     };
     if (state.focus && data) {
       const b = data.levels[state.focus.level][state.focus.index];
-      pill('Focus: ' + b.name, () => { state.focus = null; focusPath = null; });
+      pill('focus', 'Focus: ' + b.name, () => { state.focus = null; focusPath = null; });
     }
     if (state.trace_id || state.span_id) {
-      pill((state.trace_id ? 'Trace: ' + state.trace_id : '') + (state.span_id ? ' Span: ' + state.span_id : ''), () => {
+      pill('span', (state.trace_id ? 'Trace: ' + state.trace_id : '') + (state.span_id ? ' Span: ' + state.span_id : ''), () => {
         state.trace_id = state.span_id = '';
         $('spanid').value = '';
         load();
       });
     }
-    if (state.sandwich) pill('Sandwich: ' + state.sandwich, () => { state.sandwich = ''; });
+    if (state.sandwich) pill('sandwich', 'Sandwich: ' + state.sandwich, () => { state.sandwich = ''; });
     if (state.search) {
-      pill('Search: ' + state.search, () => { state.search = ''; $('search').value = ''; });
+      pill('search', 'Search: ' + state.search, () => { state.search = ''; $('search').value = ''; });
     }
+    /* those kept keep their age; new ones are the newest */
+    const kinds = now.map((p) => p.kind);
+    const kept = pillsShown.filter((p) => kinds.includes(p.kind)).map((p) => now.find((q) => q.kind === p.kind));
+    pillsShown = kept.concat(now.filter((p) => !kept.some((q) => q.kind === p.kind)));
     const stats = $('search-stats');
     const match = Flame.matcher(state.search);
     const bad = Flame.matcherError(state.search);
@@ -819,7 +839,11 @@
     $('search').value = state.search;
     $('diff').checked = !!state.diff;
     $('baseline').hidden = !state.diff;
-    for (const id of ['bfilter', 'bfrom', 'buntil']) $(id).value = state[id];
+    $('bfilter').value = state.bfilter;
+    /* the baseline's times as the selection's: local date and time (what now-2h is now, for a relative one) */
+    const b = baseRange();
+    $('bfrom').value = toLocal(String(toSecs(b.from)));
+    $('buntil').value = toLocal(String(toSecs(b.until)));
     $('spanid').value = [state.trace_id, state.span_id].filter(Boolean).join(',');
     $('colour').value = state.colour;
     $('align').value = state.align;
@@ -916,8 +940,13 @@
       syncControls();
       load();
     };
-    for (const id of ['bfilter', 'bfrom', 'buntil']) {
-      $(id).onchange = () => { state[id] = $(id).value; load(); };
+    $('bfilter').onchange = () => { state.bfilter = $('bfilter').value; load(); };
+    for (const id of ['bfrom', 'buntil']) {
+      $(id).onchange = () => {
+        state[id] = fromLocal($(id).value);
+        diffWin = null;
+        load();
+      };
     }
     $('bprev').onclick = () => { previousPeriod(); syncControls(); load(); };
     $('bsame').onclick = () => { state.bfrom = state.buntil = ''; syncControls(); load(); };
@@ -934,7 +963,16 @@
     });
     document.addEventListener('keydown', (e) => {
       if (e.key === 'Escape') {
-        if ($('menu').hidden && state.fn) fnCtx.close();
+        const inField = /^(INPUT|SELECT|TEXTAREA)$/.test(document.activeElement.tagName);
+        /* one thing at a time: the menu or tooltip, else the details panel, else the newest pill */
+        if ($('menu').hidden && $('tooltip').hidden) {
+          if (state.fn) {
+            fnCtx.close();
+          } else if (pillsShown.length && !inField && !state.page) {
+            pillsShown[pillsShown.length - 1].clear();
+            drawAll();
+          }
+        }
         $('menu').hidden = true;
         $('tooltip').hidden = true;
       } else if (e.key === '/' && !/^(INPUT|SELECT|TEXTAREA)$/.test(document.activeElement.tagName)) {

@@ -159,16 +159,25 @@
       return null;
     }
     const m = /^\/(.*)\/$/.exec(text);
+    let test;
     if (m) {
       try {
         const re = new RegExp(m[1], 'i');
-        return (name) => re.test(name);
+        test = (name) => re.test(name);
       } catch (e) {
         return () => false;
       }
+    } else {
+      const lower = text.toLowerCase();
+      test = (name) => name.toLowerCase().indexOf(lower) >= 0;
     }
-    const lower = text.toLowerCase();
-    return (name) => name.toLowerCase().indexOf(lower) >= 0;
+    /* a graph repeats its names (21,112 blocks, 52 names in the bench's): each tested once */
+    const seen = new Map();
+    return (name) => {
+      let hit = seen.get(name);
+      if (hit === undefined) seen.set(name, (hit = test(name)));
+      return hit;
+    };
   }
 
   /* Matches and their share: the total of matching blocks not under another match. */
@@ -371,33 +380,96 @@
    * function as root with everything it calls; callers, the function as root
    * with its callers above it, nearest first. Both as decoded levels.
    */
-  function sandwich(levels, name) {
-    const callees = [];
-    const callers = [];
+  /*
+   * Each block's children and each name's blocks (level by level), made once
+   * per answer: {children: [level][index] -> blocks, byName: Map name -> blocks}.
+   * The UI warms it while idle, so a sandwich does not pay for it.
+   */
+  const indexes = new WeakMap();
+  function indexOf(levels) {
+    let ix = indexes.get(levels);
+    if (ix) return ix;
     const children = levels.map((lv) => lv.map(() => []));
+    const byName = new Map();
     for (let d = 1; d < levels.length; d++) {
       for (const b of levels[d]) {
         if (b.parent >= 0) children[d - 1][b.parent].push(b);
+        const list = byName.get(b.name);
+        if (list) list.push(b); else byName.set(b.name, [b]);
       }
     }
-    const below = (b, path) => {
-      const here = path.concat([b.name]);
-      if (b.self) callees.push({ path: here, value: b.self });
-      for (const c of children[b.level][b.index]) below(c, here);
+    ix = { children, byName };
+    indexes.set(levels, ix);
+    return ix;
+  }
+  function sandwich(levels, name) {
+    const node = (n) => ({ name: n, total: 0, self: 0, children: new Map() });
+    const callees = node('total');
+    const callers = node('total');
+    const { children, byName } = indexOf(levels);
+    /* b's subtree added into n (iterative: as deep as the graph, no deeper) */
+    const merge = (n, b) => {
+      const todo = [[n, b]];
+      while (todo.length) {
+        const [into, from] = todo.pop();
+        into.total += from.total;
+        into.self += from.self;
+        const kids = children[from.level][from.index];
+        /* children made in their order, visited in it (pushed backwards) */
+        const pairs = kids.map((c) => {
+          let k = into.children.get(c.name);
+          if (!k) into.children.set(c.name, (k = node(c.name)));
+          return [k, c];
+        });
+        for (let i = pairs.length - 1; i >= 0; i--) todo.push(pairs[i]);
+      }
     };
-    for (let d = 1; d < levels.length; d++) {
-      for (const b of levels[d]) {
-        if (b.name !== name || underName(levels, b, name)) continue;
-        below(b, []);
-        const up = [name];
+    for (const b of byName.get(name) || []) {
+      const d = b.level;
+      {
+        if (underName(levels, b, name)) continue;
+        callees.total += b.total;
+        let top = callees.children.get(name);
+        if (!top) callees.children.set(name, (top = node(name)));
+        merge(top, b);
+        /* its callers, nearest first, as one path weighing its total */
+        callers.total += b.total;
+        let n = callers.children.get(name);
+        if (!n) callers.children.set(name, (n = node(name)));
+        n.total += b.total;
         for (let p = b.parent, k = d - 1; k > 0 && p >= 0; k--) {
-          up.push(levels[k][p].name);
-          p = levels[k][p].parent;
+          const a = levels[k][p];
+          let c = n.children.get(a.name);
+          if (!c) n.children.set(a.name, (c = node(a.name)));
+          c.total += b.total;
+          n = c;
+          p = a.parent;
         }
-        callers.push({ path: up, value: b.total });
+        n.self += b.total;
       }
     }
-    return { callees: decode(fromPaths(callees)), callers: decode(fromPaths(callers)) };
+    return { callees: treeLevels(callees), callers: treeLevels(callers) };
+  }
+  /* A tree of {name, total, self, children: Map} as decoded levels (as decode() makes them). */
+  function treeLevels(root) {
+    const levels = [];
+    let row = [{ n: root, x: 0, parent: -1 }];
+    for (let d = 0; row.length; d++) {
+      const out = [];
+      const next = [];
+      for (const r of row) {
+        const b = { x: r.x, total: r.n.total, self: r.n.self, name: r.n.name, level: d, index: out.length, parent: r.parent };
+        out.push(b);
+        let cx = r.x;
+        for (const c of r.n.children.values()) {
+          next.push({ n: c, x: cx, parent: b.index });
+          cx += c.total;
+        }
+      }
+      levels.push(out);
+      row = next;
+    }
+    return levels;
   }
 
   /* Why a search text cannot be used ('' when it can): an invalid /regex/. */
@@ -548,7 +620,7 @@
 
   const api = {
     decode, layout, table, matcher, searchStats, packageOf, hue, formatValue,
-    decodeDiff, diffChange, diffTable, fromPaths, sandwich,
+    decodeDiff, diffChange, diffTable, fromPaths, sandwich, indexOf,
     matcherError, sortRows, pathOf, findPath, parseQuery, typeName, countType, timeTicks,
   };
   if (typeof module !== 'undefined' && module.exports) {

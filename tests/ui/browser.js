@@ -18,6 +18,7 @@ const { startCollector } = require('./collector.js');
 const { views } = require('./views.js');
 const { more } = require('./more.js');
 const { auth } = require('./auth.js');
+const { gaps } = require('./gaps.js');
 
 const BIN = process.env.FLAMECOL_BIN || 'build/flamecol';
 const CORPUS = process.env.FLAMECOL_CORPUS || 'tests/corpus';
@@ -83,6 +84,34 @@ const pixel = (page, sel, x, y) => page.$eval(sel, (c, [px, py]) => {
   return [...c.getContext('2d').getImageData(Math.round(px * r), Math.round(py * r), 1, 1).data].slice(0, 3);
 }, [x, y]);
 
+// Nothing cut off in a pane at the page's width: it does not scroll sideways,
+// nor does the page, and each of its items (number cells, headers, row
+// buttons by default) ends inside it; only names give way (ellipsis).
+const clipped = (p, pane = '#table-pane', items = '#top tr td.num, #top tr th, #top tr td button') => p.$eval(pane, (el, sel) => {
+  const r = el.getBoundingClientRect();
+  const right = r.left + el.clientLeft + el.clientWidth + 0.5;
+  const bad = [];
+  if (el.scrollWidth > el.clientWidth) bad.push('pane scrolls sideways: ' + el.scrollWidth + ' > ' + el.clientWidth);
+  const doc = document.documentElement;
+  if (doc.scrollWidth > doc.clientWidth) bad.push('page scrolls sideways: ' + doc.scrollWidth + ' > ' + doc.clientWidth);
+  for (const x of [...el.querySelectorAll(sel)].slice(0, 400)) {
+    if (x.getBoundingClientRect().right > right) bad.push(x.textContent + ' ends at ' + x.getBoundingClientRect().right + ' > ' + right);
+  }
+  return bad;
+}, items);
+
+// Screenshots of a page at 1024 and 1920 px (name-1024.png, name-1920.png); its size is restored.
+async function shots(page, name) {
+  const vp = page.viewportSize();
+  for (const w of [1024, 1920]) {
+    await page.setViewportSize({ width: w, height: vp.height });
+    await page.evaluate(() => new Promise((done) => requestAnimationFrame(() => done())));
+    await page.screenshot({ path: path.join(ARTIFACTS, `${name}-${w}.png`) });
+  }
+  await page.setViewportSize(vp);
+  await page.evaluate(() => new Promise((done) => requestAnimationFrame(() => done())));
+}
+
 async function push(base, name, body, from, until, type) {
   let url = `${base}/ingest?name=${encodeURIComponent(name)}`;
   if (from) url += `&from=${from}&until=${until}`;
@@ -139,10 +168,13 @@ async function main() {
       return p;
     };
 
+    // The audit's gaps (tests/ui/gaps.js), first: they need only the pushes above.
+    await gaps({ newPage, base, handUrl, T0, t1, t2, range, shots, clipped, artifacts: ARTIFACTS });
+
     /* ---------- A corpus profile against `pprof -top` ---------- */
     const page = await newPage();
     await openView(page, `${base}/?service=shop&type=${encodeURIComponent(CPU)}&${range}`);
-    await page.screenshot({ path: path.join(ARTIFACTS, 'explore.png') });
+    await shots(page, 'explore');
     assert.ok((await page.textContent('#status')).startsWith(ns(ref.total) + ' total'), await page.textContent('#status'));
 
     // The table: every function, self = pprof's flat, total = pprof's cum
@@ -185,7 +217,7 @@ async function main() {
     assert.equal(await page.textContent('#search-stats'), `${topBlocks} matches, ${topRef.cumPct} of total`);
     assert.match(await page.textContent('#pills'), /Search: /);
     assert.deepEqual(await tableRows(page), [[top, ns(topRef.flat), ns(topRef.cum)]]);
-    await page.screenshot({ path: path.join(ARTIFACTS, 'search.png') });
+    await shots(page, 'search-corpus');
     // A recursive function: its nested blocks are counted as matches but
     // their time only once.
     const pdq = ref.rows.get('sort.pdqsort');
@@ -234,7 +266,7 @@ async function main() {
     assert.equal(mroot[0].y, 0, 'the function is the callees\' first row');
     near(callers.filter((b) => b.level === 2).reduce((s, b) => s + b.w, 0), width, 'its callers share its width');
     assert.ok(page.url().includes('sandwich=runtime.mallocgc'), page.url());
-    await page.screenshot({ path: path.join(ARTIFACTS, 'sandwich.png') });
+    await shots(page, 'sandwich-corpus');
 
     // Downloads: the selection as gzipped pprof and as folded text, whose
     // leaf values add up to pprof's flat per function and to its total.
@@ -259,7 +291,7 @@ async function main() {
     await page.waitForFunction(() => document.querySelectorAll('#groups .group').length > 1);
     const shopGroups = await page.$$eval('#groups .group', (g) => g.map((x) => x.textContent));
     assert.ok(shopGroups.every((g) => /^worker=.+: .+/.test(g)), shopGroups.join(' | '));
-    await page.screenshot({ path: path.join(ARTIFACTS, 'groups.png') });
+    await shots(page, 'groups');
 
     // Views: table only hides the graph, graph only hides the table.
     await page.click('button[data-view="table"]');
@@ -334,14 +366,14 @@ async function main() {
     ], hw, 'focus on f');
     assert.match(await hand.textContent('#pills'), /Focus: f/);
     assert.ok(hand.url().includes('focus=2%3A0') || hand.url().includes('focus=2:0'), hand.url());
-    await hand.screenshot({ path: path.join(ARTIFACTS, 'focus.png') });
+    await shots(hand, 'focus-hand');
 
     // Icicle: the same blocks, the root on top.
     await hand.click('button[data-orient="icicle"]');
     drawn = await hand.evaluate(() => window.flamecol.drawn());
     for (const b of drawn) assert.equal(b.y, b.level * ROW, `icicle row of ${b.name}`);
     assert.equal(drawn.find((b) => b.level === 0).y, 0);
-    await hand.screenshot({ path: path.join(ARTIFACTS, 'icicle.png') });
+    await shots(hand, 'icicle');
     await hand.click('button[data-orient="flame"]');
 
     // Sandwich on the recursive f: callees from its outermost block only,
@@ -405,7 +437,6 @@ async function main() {
     assert.ok(brush, 'a highlight while dragging');
     near(brush.x, tl.x + tl.width * 0.2, 'highlight starts at the mouse-down', 1.5);
     near(brush.width, tl.width * 0.4, 'highlight follows the mouse', 1.5);
-    await hand.screenshot({ path: path.join(ARTIFACTS, 'timeline-drag.png') });
     await hand.mouse.up();
     assert.equal(await hand.isVisible('#timeline-box .brush'), false, 'the highlight goes on release');
     await hand.waitForFunction((t) => window.flamecol.state().from !== String(t), T0);
@@ -460,7 +491,7 @@ async function main() {
     assert.equal(await hover(diffPage, dbox, drawn.find((b) => b.name === 'a')),
       'aBaseline: 100 ms (50.00%)Comparison: 100 ms (25.00%)Change: -50.0%');
     assert.equal(await diffPage.isVisible('#legend'), true);
-    await diffPage.screenshot({ path: path.join(ARTIFACTS, 'diff.png') });
+    await shots(diffPage, 'diff-hand');
 
 
     /* ---------- Part 2: what was broken or thin (issue 17) ---------- */
@@ -656,18 +687,6 @@ async function main() {
     // Nothing is cut off at 1024, 1400 and 1920 px: every number cell and row
     // button ends inside the table pane, which does not scroll sideways; only
     // names give way (ellipsis). The same for the diff table's Change column.
-    const clipped = (p) => p.$eval('#table-pane', (pane) => {
-      const r = pane.getBoundingClientRect();
-      const right = r.left + pane.clientLeft + pane.clientWidth + 0.5;
-      const bad = [];
-      if (pane.scrollWidth > pane.clientWidth) bad.push('pane scrolls sideways: ' + pane.scrollWidth + ' > ' + pane.clientWidth);
-      for (const tr of [...pane.querySelectorAll('#top tr')].slice(0, 40)) {
-        for (const el of tr.querySelectorAll('td.num, th, td button')) {
-          if (el.getBoundingClientRect().right > right) bad.push(el.textContent + ' ends at ' + el.getBoundingClientRect().right + ' > ' + right);
-        }
-      }
-      return bad;
-    });
     const diffPage2 = await newPage();
     await openView(diffPage2, `${base}/?service=diffsvc&type=${encodeURIComponent(CPU)}&diff=1&range=custom` +
       `&from=${t2 - 5}&until=${t2 + 20}&bfrom=${t1 - 5}&buntil=${t1 + 20}`);
@@ -709,7 +728,7 @@ async function main() {
     assert.deepEqual(await tableRows(diffPage2), [['b', '0 ns', '300 ms', 'new'], ['a', '0 ns', '100 ms', 'new']]);
     // The window stays where it was (both pushes still in it), so the drag can be redone.
     assert.deepEqual(await diffPage2.evaluate(() => window.flamecol.timelines()), { selection: 60 * MS, baseline: 60 * MS });
-    await diffPage2.screenshot({ path: path.join(ARTIFACTS, 'diff-baseline-drag.png') });
+    await shots(diffPage2, 'diff-baseline-dragged');
     await diffPage2.close();
 
     // Span profiles: the pprof of test_store_api's test_span_profiles: main;a 3
@@ -739,6 +758,13 @@ async function main() {
     await sp.waitForFunction(() => document.querySelector('#top tbody tr td').textContent === 'b');
     assert.deepEqual(await tableRows(sp), [['b', '5', '5'], ['a', '3', '3'], ['main', '0', '8']]);
     assert.ok(sp.url().includes('span_id=00000000000000ab%2C00000000000000cd'), sp.url());
+    await shots(sp, 'span');
+    // The typed span ids' URL reopens them.
+    const sp2 = await newPage();
+    await openView(sp2, sp.url());
+    assert.deepEqual(await tableRows(sp2), [['b', '5', '5'], ['a', '3', '3'], ['main', '0', '8']], 'span ids reloaded');
+    assert.equal(await sp2.inputValue('#spanid'), '00000000000000ab,00000000000000cd');
+    await sp2.close();
     await sp.click('#pills .pill button'); // no span: the whole profile, 15
     await sp.waitForFunction(() => document.querySelectorAll('#top tbody tr').length === 3 &&
       document.querySelector('#top tbody tr td').textContent === 'main');
@@ -762,7 +788,7 @@ async function main() {
       const eb = await ep.locator('#empty').boundingBox();
       assert.ok(eb.y + eb.height <= 700, `the hint is above the fold: ${JSON.stringify(eb)}`);
       assert.match(await ep.textContent('#empty'), /No profiles/);
-      await ep.screenshot({ path: path.join(ARTIFACTS, 'empty.png') });
+      await shots(ep, 'empty');
       await ep.close();
     } finally {
       emptyCollector.stop();

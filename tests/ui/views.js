@@ -246,6 +246,12 @@ async function labels(ctx) {
   await region.locator('tr', { hasText: 'eu' }).locator('a.pick').click();
   await page.waitForURL(/lpick=region/);
   await page.waitForFunction(() => document.querySelector('#page .label a.pick'));
+  // The pick's URL in a fresh page: eu is A (its mark unpicks), us offers "vs A".
+  const picked = await newPage();
+  await picked.goto(page.url());
+  await picked.waitForFunction(() => window.flamecol && window.flamecol.tiles() && document.querySelector('#page .label a.pick'));
+  assert.deepEqual(await picked.locator('#page .label').nth(1).locator('a.pick').allTextContents(), ['A ×', 'vs A'], 'lpick reloaded');
+  await picked.close();
   await page.locator('#page .label').nth(1).locator('tr', { hasText: 'us' }).locator('a.pick', { hasText: 'vs A' }).click();
   await page.waitForFunction(() => window.flamecol && window.flamecol.sides && window.flamecol.sides().a &&
     window.flamecol.draws > 0 && document.querySelector('#top tbody tr'));
@@ -256,6 +262,17 @@ async function labels(ctx) {
   assert.deepEqual([level2(sides.a, sw), level2(sides.b, sw)], [[['x', 0, 0.5], ['y', 0.5, 0.5]], [['x', 0, 1]]]);
   assert.deepEqual(await page.$$eval('#top tbody tr', (trs) => trs.map((tr) => [...tr.cells].map((td) => td.textContent))),
     [['x', '500 ms', '800 ms', '+100.0%'], ['y', '500 ms', '0 ns', '-100.0%']]);
+  // The comparison's URL (bfilter region="eu") in a fresh page: the same sides and table.
+  const again = await newPage();
+  await again.goto(page.url());
+  await again.waitForFunction(() => window.flamecol && window.flamecol.sides().a && window.flamecol.draws > 0 &&
+    document.querySelector('#top tbody tr'));
+  const sides2 = await again.evaluate(() => window.flamecol.sides());
+  const sw2 = await again.$eval('#side-a', (c) => c.clientWidth);
+  assert.deepEqual([level2(sides2.a, sw2), level2(sides2.b, sw2)], [[['x', 0, 0.5], ['y', 0.5, 0.5]], [['x', 0, 1]]], 'bfilter reloaded');
+  assert.deepEqual(await again.$$eval('#top tbody tr', (trs) => trs.map((tr) => [...tr.cells].map((td) => td.textContent))),
+    [['x', '500 ms', '800 ms', '+100.0%'], ['y', '500 ms', '0 ns', '-100.0%']], 'bfilter reloaded: the diff');
+  await again.close();
   await page.close();
 }
 
