@@ -277,6 +277,59 @@ async function labels(ctx) {
 }
 
 
+// pprof -top of a corpus file's cpu (sample_index=1), by Go's pprof: the
+// total and every function's flat value in ns (pprof's " (inline)" mark dropped).
+function pprofFlat(file) {
+  const text = pprof(['-top', '-nodecount=1000000', '-nodefraction=0', '-edgefraction=0'], file);
+  const total = +/of (\d+)ns total/.exec(text)[1];
+  const flat = new Map();
+  for (const line of text.split('\n')) {
+    const m = /^\s*(\S+)\s+\S+\s+\S+\s+\S+\s+\S+\s+(.+?)(?: \(inline\))?$/.exec(line);
+    if (m && /^(0|\d+ns)$/.test(m[1]) && nsOf(m[1]) > 0) flat.set(m[2], (flat.get(m[2]) || 0) + nsOf(m[1]));
+  }
+  return { total, flat };
+}
+
+// Labels and Compare on real corpus data: go-1s-cpu as region=eu, go-3s-cpu
+// as region=us of one service. The labels page's region totals (and maxima:
+// one profile each) are the two files' pprof -top totals; the comparison of
+// us against eu lists each function's flat value on both sides as pprof -top
+// gives it for each file.
+async function corpusLabelsAndCompare(ctx) {
+  const { newPage, base, corpus, push, range, ns } = ctx;
+  const eu = pprofFlat(path.join(corpus, 'go-1s-cpu.pb.gz'));
+  const us = pprofFlat(path.join(corpus, 'go-3s-cpu.pb.gz'));
+  const fs = require('node:fs');
+  for (const [region, file] of [['eu', 'go-1s-cpu'], ['us', 'go-3s-cpu']]) {
+    await push(base, `corplab{region=${region}}`, fs.readFileSync(path.join(corpus, file + '.pb.gz')), 0, 0,
+      'application/octet-stream');
+  }
+  const type = encodeURIComponent(CPU);
+  const page = await newPage();
+  await page.goto(`${base}/?page=labels&service=corplab&type=${type}&${range}`);
+  await page.waitForFunction(() => window.flamecol && window.flamecol.tiles() && document.querySelector('#page .label'));
+  const region = (await labelTables(page)).find((t) => t[0].startsWith('region'));
+  assert.ok(region, 'a region table on the labels page');
+  const byTotal = [['eu', eu.total], ['us', us.total]].sort((a, b) => b[1] - a[1]);
+  assert.deepEqual(region[1], byTotal.map(([v, t]) => [v, ns(t), ns(t)]), 'corpus labels: totals and maxima');
+  // Compare: us (the selection) against eu (the baseline), every function with a flat value.
+  const baseline = range.replace(/^range=custom&/, '').replace('from=', 'bfrom=').replace('until=', 'buntil=');
+  await page.goto(`${base}/?page=compare&service=corplab&type=${type}&${range}&${baseline}` +
+    `&filter=${encodeURIComponent('region="us"')}&bfilter=${encodeURIComponent('region="eu"')}`);
+  await page.waitForFunction(() => window.flamecol && window.flamecol.sides && window.flamecol.sides().a &&
+    window.flamecol.draws > 0 && document.querySelector('#top tbody tr'));
+  const rows = new Map((await page.$$eval('#top tbody tr', (trs) => trs.map((tr) => [...tr.cells].map((td) => td.textContent))))
+    .map((r) => [r[0], [r[1], r[2]]]));
+  const names = new Set([...eu.flat.keys(), ...us.flat.keys()]);
+  assert.ok(names.size > 50, `${names.size} functions with a flat value`);
+  for (const fn of names) {
+    assert.deepEqual(rows.get(fn), [ns(eu.flat.get(fn) || 0), ns(us.flat.get(fn) || 0)], `compare row of ${fn}`);
+  }
+  assert.equal(await page.textContent('#side-a-total'), ns(eu.total), 'baseline total');
+  assert.equal(await page.textContent('#side-b-total'), ns(us.total), 'selection total');
+  await page.close();
+}
+
 async function compare(ctx) {
   const { newPage, base, artifacts, t1, t2 } = ctx;
   // diffsvc (browser.js): A at t1 main;a 10, main;b 10 (200 ms; a and b
@@ -378,6 +431,7 @@ async function views(ctx) {
   await overview(ctx);
   await labels(ctx);
   await compare(ctx);
+  await corpusLabelsAndCompare(ctx);
   await dark(ctx);
   if (ctx.bin) await emptyPages(ctx);
 }
