@@ -409,9 +409,9 @@
     const { children, byName } = indexOf(levels);
     /* b's subtree added into n (iterative: as deep as the graph, no deeper) */
     const merge = (n, b) => {
-      const todo = [[n, b]];
-      while (todo.length) {
-        const [into, from] = todo.pop();
+      const stack = [[n, b]];
+      while (stack.length) {
+        const [into, from] = stack.pop();
         into.total += from.total;
         into.self += from.self;
         const kids = children[from.level][from.index];
@@ -421,7 +421,7 @@
           if (!k) into.children.set(c.name, (k = node(c.name)));
           return [k, c];
         });
-        for (let i = pairs.length - 1; i >= 0; i--) todo.push(pairs[i]);
+        for (let i = pairs.length - 1; i >= 0; i--) stack.push(pairs[i]);
       }
     };
     for (const b of byName.get(name) || []) {

@@ -1,6 +1,7 @@
 #include "tests/unit/fc_test.h"
 
 #include "config/load.h"
+#include "storage/store.h"
 
 #include <dirent.h>
 #include <stdio.h>
@@ -74,4 +75,21 @@ size_t fc_test_corpus_files(char (*names)[256], size_t max)
     }
     qsort(names, n, sizeof(names[0]), by_name);
     return n;
+}
+
+struct fc_store *fc_test_store_open(const char *dir, const char *name)
+{
+    char sub[256];
+    struct fc_store_options o = {0};
+    struct fc_store *s;
+    struct fc_error err = {0};
+
+    snprintf(sub, sizeof(sub), "%s/%s", dir, name);
+    o.path = sub;
+    o.sync = FC_SYNC_NONE;
+    if (fc_store_open(&o, &s, &err) != FC_OK) {
+        fprintf(stderr, "cannot open the store %s: %s\n", sub, err.msg);
+        abort();
+    }
+    return s;
 }

@@ -20,4 +20,8 @@ struct fc_node *fc_test_yaml(struct fc_arena *a, const char *text, struct fc_dia
 /* True when some diagnostic contains needle. */
 int fc_test_diag_has(const struct fc_diag *d, const char *needle);
 
+struct fc_store;
+/* A store of its own in dir/name (sync: none); fails the test when it does not open. */
+struct fc_store *fc_test_store_open(const char *dir, const char *name);
+
 #endif

@@ -809,16 +809,7 @@ static void test_names_of_format_3_still_read(void **state)
 /* A store of its own in a subdirectory of the test's directory. */
 static struct fc_store *open_sub(const char *name)
 {
-    char sub[256];
-    struct fc_store_options o = {0};
-    struct fc_store *st;
-    struct fc_error err = {0};
-
-    snprintf(sub, sizeof(sub), "%s/%s", dir, name);
-    o.path = sub;
-    o.sync = FC_SYNC_NONE;
-    assert_int_equal(fc_store_open(&o, &st, &err), FC_OK);
-    return st;
+    return fc_test_store_open(dir, name);
 }
 
 static int64_t range_total(struct fc_store *st, struct fc_store_query *q, int64_t from_s,

@@ -22,6 +22,7 @@
 
 #include "core/batch.h"
 #include "storage/store.h"
+#include "tests/unit/fc_test.h"
 
 #define BASE 1700000000LL /* seconds */
 #define CPU "process_cpu:cpu:nanoseconds:cpu:nanoseconds"
@@ -111,16 +112,7 @@ static void write1(struct fc_store *s, struct fc_batch *b)
 
 static struct fc_store *open_store(const char *name)
 {
-    char sub[256];
-    struct fc_store_options o = {0};
-    struct fc_store *s;
-    struct fc_error err = {0};
-
-    snprintf(sub, sizeof(sub), "%s/%s", dir, name);
-    o.path = sub;
-    o.sync = FC_SYNC_NONE;
-    assert_int_equal(fc_store_open(&o, &s, &err), FC_OK);
-    return s;
+    return fc_test_store_open(dir, name);
 }
 
 struct answer {
