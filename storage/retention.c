@@ -210,9 +210,18 @@ int fc_store_delete_before(struct fc_store *s, int64_t cutoff_s, uint64_t *delet
                            struct fc_error *err)
 {
     struct doomed d = {cutoff_s, FC_STORE_LEVELS - 1, true, atomic_load(&s->coarse_before)};
+    struct fc_error ignored = {0};
     int rc;
 
     *deleted = 0;
+    /*
+     * The open windows go into LMDB first, so that none outlives the
+     * deletion. Should that fail (a full disk), deleting still goes ahead:
+     * freeing space matters more than an open window past the cutoff.
+     */
+    if (fc_store_open_bytes(s) > 0) {
+        fc_store_flush(s, &ignored);
+    }
     rc = delete_keys(s, s->db[DB_NODE], node_doomed, &d, deleted, err);
     return rc ? rc : delete_keys(s, s->db[DB_SPAN], span_doomed, &d, deleted, err);
 }
@@ -292,6 +301,12 @@ int64_t fc_store_oldest(struct fc_store *s)
     int64_t fine, any, newest_end;
 
     stored_span(s, &fine, &any, &newest_end);
+    /* And the open windows (written, not flushed yet). */
+    pthread_rwlock_rdlock(&s->open.lock);
+    for (uint32_t i = 0; i < s->open.n; i++) {
+        fine = s->open.v[i].start < fine ? s->open.v[i].start : fine;
+    }
+    pthread_rwlock_unlock(&s->open.lock);
     return fine;
 }
 

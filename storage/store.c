@@ -132,6 +132,7 @@ int fc_store_open(const struct fc_store_options *o, struct fc_store **out, struc
     s = fc_xcalloc(1, sizeof(*s));
     s->path = fc_xstrdup(o->path);
     s->max_size = o->max_size > 0 ? o->max_size : 0;
+    s->flush_ns = o->flush_interval_ns > 0 ? o->flush_interval_ns : FC_STORE_FLUSH_NS;
     s->lock_fd = -1;
     if (lock_dir(s, err) != FC_OK) {
         fc_store_close(s);
@@ -222,7 +223,17 @@ int fc_store_open(const struct fc_store_options *o, struct fc_store **out, struc
     }
     fc_store_refresh_used(s);
     atomic_store(&s->last_flush_ns, fc_now_mono_ns());
+    s->open_started = true;
+    if (fc_store_open_start(s, o, err) != FC_OK) {
+        fc_store_close(s);
+        return FC_EIO;
+    }
     s->ready = true;
+    if (atomic_load(&s->open.log_bytes) > 0) {
+        /* What the log replayed goes into LMDB now, not at the first write. */
+        struct fc_error ignored = {0};
+        fc_store_flush(s, &ignored);
+    }
     *out = s;
     return FC_OK;
 }
@@ -235,6 +246,9 @@ void fc_store_close(struct fc_store *s)
     if (s->ready) {
         struct fc_error ignored = {0};
         fc_store_flush(s, &ignored); /* else the next open's first flush does it */
+    }
+    if (s->open_started) {
+        fc_store_open_stop(s);
     }
     if (s->env != NULL) {
         mdb_env_close(s->env);
@@ -255,6 +269,26 @@ int64_t fc_store_coarse_before(struct fc_store *s)
 uint64_t fc_store_corrupt_windows(struct fc_store *s)
 {
     return atomic_load(&s->corrupt);
+}
+
+int64_t fc_store_open_bytes(struct fc_store *s)
+{
+    return atomic_load(&s->open.bytes);
+}
+
+int64_t fc_store_open_max_bytes(struct fc_store *s)
+{
+    return s->open.max_bytes;
+}
+
+int64_t fc_store_log_bytes(struct fc_store *s)
+{
+    return atomic_load(&s->open.log_bytes);
+}
+
+uint64_t fc_store_log_damaged(struct fc_store *s)
+{
+    return atomic_load(&s->open.torn);
 }
 
 int64_t fc_store_disk_bytes(struct fc_store *s)

@@ -52,7 +52,17 @@ struct fc_store_options {
      * overshoot and deletes, which need pages too, always find them.
      */
     int64_t max_size;
+    /*
+     * Bytes the open windows (written since the last flush, kept merged in
+     * memory beside the write-ahead log) may hold before a write flushes them
+     * early; 0 = FC_STORE_OPEN_MAX_BYTES.
+     */
+    int64_t open_max_bytes;
+    /* How often writes flush (fc_store_flush); 0 = FC_STORE_FLUSH_NS. */
+    int64_t flush_interval_ns;
 };
+
+#define FC_STORE_OPEN_MAX_BYTES (16LL << 20)
 
 /* The map beyond max_size: a quarter of it, at least 64 MiB, at most 4 GiB. */
 int64_t fc_store_headroom(int64_t max_size);
@@ -76,10 +86,13 @@ struct fc_store;
 int fc_store_open(const struct fc_store_options *o, struct fc_store **out, struct fc_error *err);
 void fc_store_close(struct fc_store *s);
 /*
- * Rebuilds every dirty window (coarser than 10 s) from its finer windows,
- * in one transaction. fc_store_write does it every FC_STORE_FLUSH_NS,
- * compaction and fc_store_close before they act; queries are exact either
- * way (they read a dirty window's children).
+ * Writes the open windows (what writes since the last flush logged and kept
+ * in memory) into LMDB and rebuilds every dirty window (coarser than 10 s)
+ * from its finer windows, in one transaction, then empties the log.
+ * fc_store_write does it every FC_STORE_FLUSH_NS or when the open windows
+ * pass open_max_bytes, retention and fc_store_close before they act;
+ * queries are exact either way (they add the open windows, and read a dirty
+ * window's children).
  */
 #define FC_STORE_FLUSH_NS 2000000000LL
 int fc_store_flush(struct fc_store *s, struct fc_error *err);
@@ -199,7 +212,10 @@ int fc_store_compact_before(struct fc_store *s, int64_t cutoff_s, uint64_t *dele
  */
 int fc_store_trim(struct fc_store *s, int64_t high, int64_t low, int64_t now_s, uint64_t *deleted,
                   struct fc_error *err);
-/* The start of the oldest 10 s or 100 s window stored (any tenant), or INT64_MAX when empty. */
+/*
+ * The start of the oldest 10 s or 100 s window stored or open (any tenant),
+ * or INT64_MAX when empty.
+ */
 int64_t fc_store_oldest(struct fc_store *s);
 /* Bytes of database pages in use (the file's pages minus the free list). */
 int64_t fc_store_used_bytes(struct fc_store *s);
@@ -212,6 +228,13 @@ uint64_t fc_store_failures(struct fc_store *s, enum fc_store_failure kind);
 int64_t fc_store_coarse_before(struct fc_store *s);
 /* Windows skipped by queries because their tree did not decode (logged once). */
 uint64_t fc_store_corrupt_windows(struct fc_store *s);
+/* What the open windows hold in memory, and their cap (open_max_bytes). */
+int64_t fc_store_open_bytes(struct fc_store *s);
+int64_t fc_store_open_max_bytes(struct fc_store *s);
+/* Bytes of the write-ahead log (emptied by every flush). */
+int64_t fc_store_log_bytes(struct fc_store *s);
+/* Damaged log records skipped at replay (a write cut short by a crash). */
+uint64_t fc_store_log_damaged(struct fc_store *s);
 
 /* Bytes the database file takes on disk. */
 int64_t fc_store_disk_bytes(struct fc_store *s);

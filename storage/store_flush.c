@@ -1,11 +1,12 @@
 /*
- * Dirty windows: a write merges a profile into its 10 s window only and
- * marks the six coarser windows above it dirty (DB_DIRTY, in the same
- * transaction: as durable as the profile). A flush rebuilds each dirty
- * window from its ten children, finest level first, so each is
- * decompressed, merged and recompressed once per flush instead of once per
- * commit. Readers see a dirty window's children instead of its stale tree
- * (store_read.c), so a profile is in every answer once acknowledged.
+ * The flush: the open windows (store_open.c: what writes logged and kept in
+ * memory since the last flush) are merged into their 10 s windows in LMDB,
+ * and the six coarser windows above each are marked dirty (DB_DIRTY); then,
+ * in the same transaction, each dirty window is rebuilt from its ten
+ * children, finest level first, so each is decompressed, merged and
+ * recompressed once per flush instead of once per commit. Readers see a
+ * dirty window's children instead of its stale tree (store_read.c), which
+ * only a failed or interrupted flush leaves behind.
  */
 #include "storage/store.h"
 #include "storage/store_int.h"
@@ -81,18 +82,31 @@ static int rebuild(struct fc_store *s, MDB_txn *txn, const char *tenant, uint32_
     return rc ? fc_store_lmdb_error(err, rc, "flush") : FC_OK;
 }
 
-int fc_store_flush(struct fc_store *s, struct fc_error *err)
+/*
+ * The open windows into LMDB, then (rebuild) every dirty window rebuilt.
+ * Without rebuild (the open windows passed their byte cap between two timed
+ * flushes) the coarse windows stay dirty until the next timed flush, which
+ * keeps the cost of a cap flush to one merge per open window.
+ */
+static int flush(struct fc_store *s, bool rebuild_dirty, struct fc_error *err)
 {
     MDB_txn *txn;
     int rc = mdb_txn_begin(s->env, NULL, 0, &txn);
 
-    atomic_store(&s->last_flush_ns, fc_now_mono_ns());
-    atomic_store(&s->dirty, false);
+    if (rebuild_dirty) {
+        atomic_store(&s->last_flush_ns, fc_now_mono_ns());
+        atomic_store(&s->dirty, false);
+    }
     if (rc != 0) {
         return fc_store_lmdb_error(err, rc, "flush");
     }
+    if (fc_store_open_write(s, txn, err) != FC_OK) {
+        mdb_txn_abort(txn); /* still open and logged: nothing is lost */
+        atomic_store(&s->dirty, true);
+        return err->code;
+    }
     /* Finest first: a window is rebuilt from children that are themselves up to date. */
-    for (int level = 1; rc == 0 && level < FC_STORE_LEVELS; level++) {
+    for (int level = 1; rebuild_dirty && rc == 0 && level < FC_STORE_LEVELS; level++) {
         MDB_cursor *c;
         MDB_val kv, v;
         int g;
@@ -141,19 +155,34 @@ int fc_store_flush(struct fc_store *s, struct fc_error *err)
         atomic_store(&s->dirty, true);
         return fc_store_lmdb_error(err, rc, "flush");
     }
+    /* Readers see the windows either open or in LMDB, never both or neither. */
+    pthread_rwlock_wrlock(&s->open.lock);
     if ((rc = mdb_txn_commit(txn)) != 0) {
+        pthread_rwlock_unlock(&s->open.lock);
         atomic_store(&s->dirty, true);
         return fc_store_lmdb_error(err, rc, "flush");
     }
+    fc_store_open_clear(s);
+    pthread_rwlock_unlock(&s->open.lock);
     if (s->max_size > 0) {
         fc_store_refresh_used(s);
     }
     return FC_OK;
 }
 
+int fc_store_flush(struct fc_store *s, struct fc_error *err)
+{
+    return flush(s, true, err);
+}
+
+int fc_store_flush_open(struct fc_store *s, struct fc_error *err)
+{
+    return flush(s, false, err);
+}
+
 int64_t fc_store_flush_in(struct fc_store *s)
 {
-    int64_t in = atomic_load(&s->last_flush_ns) + FC_STORE_FLUSH_NS - fc_now_mono_ns();
+    int64_t in = atomic_load(&s->last_flush_ns) + s->flush_ns - fc_now_mono_ns();
 
     if (!atomic_load(&s->dirty)) {
         return -1;

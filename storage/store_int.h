@@ -9,10 +9,12 @@
 #define FC_STORAGE_STORE_INT_H
 
 #include "core/buf.h"
+#include "core/idmap.h"
 #include "storage/store.h"
 #include "storage/tree.h"
 
 #include <lmdb.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -39,6 +41,58 @@ enum {
 
 extern const int64_t fc_store_level_secs[FC_STORE_LEVELS];
 
+/* ---- packed windows (store_pack.c) -------------------------------------------------------- */
+
+/* One series' tree inside a packed window. */
+struct part {
+    uint32_t series;
+    struct fc_tree tree;
+};
+
+struct parts {
+    struct part *v;
+    uint32_t n, cap;
+};
+
+/* ---- open windows (store_open.c) ---------------------------------------------------------- */
+
+/*
+ * A window written since the last flush: its trees live here (merged in
+ * memory) and in the write-ahead log, not yet in LMDB. Level 0, or 1 for a
+ * 100 s window whose 10 s windows were compacted away.
+ */
+struct open_window {
+    char *tenant; /* owned */
+    uint32_t base;
+    int level;
+    int64_t start;
+    struct parts parts;
+    int64_t bytes;         /* what its trees hold (part of open_windows.bytes) */
+    uint32_t next_of_base; /* the next window in its (tenant, base) chain, + 1; 0: none */
+};
+
+struct open_windows {
+    /*
+     * Readers hold it (shared) for a whole query, so that they see the open
+     * windows and LMDB from the same side of a flush; the writer holds it
+     * (exclusive) while merging a commit into the windows and around the
+     * flush's commit and the emptying that follows.
+     */
+    pthread_rwlock_t lock;
+    struct fc_idmap index;   /* hash of (tenant, base, level, start), rehashed on collision */
+    struct fc_idmap by_base; /* hash of (tenant, base) -> first slot of its chain + 1 */
+    struct open_window *v;
+    uint32_t n, cap;
+    _Atomic int64_t bytes; /* trees' memory, capped by max_bytes (a flush empties it) */
+    int64_t max_bytes;
+    /* The log: path/wal, records of the current generation (see store_open.c). */
+    int fd;
+    uint64_t generation;
+    _Atomic int64_t log_bytes;
+    bool sync;
+    _Atomic uint64_t torn; /* records found damaged at replay (skipped) */
+};
+
 /* The name of each database, by DB_ index. */
 extern const char *const fc_store_db_names[N_DBS];
 
@@ -53,14 +107,20 @@ struct fc_store {
     _Atomic int64_t coarse_before; /* 10 s windows before this were compacted away */
     _Atomic uint64_t failures[FC_STORE_FAILURE_KINDS]; /* refused writes, by kind */
     _Atomic int64_t last_flush_ns; /* monotonic time of the last fc_store_flush */
+    int64_t flush_ns;              /* flush_interval_ns */
     bool ready;                    /* opened whole: close flushes the dirty windows */
     _Atomic bool dirty;            /* a write since the last flush began */
+    struct open_windows open;      /* written since the last flush (store_open.c) */
+    bool open_started;             /* open (its lock, its log) is set up: close stops it */
 };
 
 /* "\0coarse_before" in DB_META: le64 unix s. */
 extern const char fc_store_coarse_key[15];
 
-/* The LMDB code of the last fc_store_lmdb_error on this thread (0: none yet). */
+/*
+ * The code of the last failed write on this thread (0: none yet): an LMDB
+ * code from fc_store_lmdb_error, or the errno of a failed log write.
+ */
 extern _Thread_local int fc_store_last_lmdb_rc;
 
 /*
@@ -188,7 +248,24 @@ static inline int cmp_u32(const void *a, const void *b)
 
 /* ---- the write path (store_write.c, store_spans.c) ---------------------------------------- */
 
-struct windows;
+/*
+ * Windows touched by one write transaction, merged in memory first: each
+ * is then logged and merged into the open windows once per commit (or, for
+ * the format 4 upgrade, merged into LMDB once).
+ */
+struct window {
+    const char *tenant; /* the batch's: valid for the write call */
+    uint32_t base;
+    int level;
+    int64_t start;
+    struct parts parts;
+};
+
+struct windows {
+    struct fc_idmap index; /* hash of (tenant, base, level, start) -> slot */
+    struct window *v;
+    uint32_t n, cap;
+};
 
 struct writer {
     struct fc_store *s;
@@ -197,14 +274,6 @@ struct writer {
     struct fc_error *err;
     struct windows *windows;
     int64_t coarse_before; /* as of this transaction (DB_META) */
-    /*
-     * The last (tenant, base, 100 s window) whose coarser windows were marked
-     * dirty in this transaction: the series of one profile (and of its
-     * service's aggregate) mark the same ones, once is enough.
-     */
-    const char *marked_tenant;
-    uint32_t marked_base;
-    int64_t marked_window;
 };
 
 /*
@@ -223,18 +292,54 @@ struct frames {
 /* Takes the next id of counter `what` ("sym", "series", "base") of the writer's tenant. */
 int fc_store_next_id(struct writer *w, const char *what, uint32_t *id);
 
-/* Adds tree to series' part of window (base, level, start) in ws (written by
- * fc_store_flush_windows). */
+/* Hashes (tenant, base, level, start) (struct windows, struct open_windows). */
+uint64_t fc_store_window_hash(const char *tenant, uint32_t base, int level, int64_t start);
+/* Adds tree to series' part of window (w->tenant, base, level, start) in ws. */
 int fc_store_add_window(struct writer *w, struct windows *ws, uint32_t base, uint32_t series,
                         int level, int64_t start, const struct fc_tree *tree);
-/* Merges every window of ws into the database (w->tenant's) and empties ws. */
+/* Merges every window of ws into the database and empties ws. */
 int fc_store_flush_windows(struct writer *w, struct windows *ws);
+/* Merges parts into the stored window (w->tenant, base, level, start) in w->txn. */
+int fc_store_merge_window(struct writer *w, uint32_t base, int level, int64_t start,
+                          const struct parts *add);
 /* An empty set of windows (fc_store_windows_free drops what was not flushed). */
 struct windows *fc_store_windows_new(void);
 void fc_store_windows_free(struct windows *ws);
 uint32_t fc_store_windows_count(const struct windows *ws);
 /* Marks window (base, level, start) dirty (store_flush.c rebuilds it). */
 int fc_store_mark_dirty(struct writer *w, uint32_t base, int level, int64_t start);
+/*
+ * Marks dirty every window above (base, level, start) but a compacted 100 s
+ * window (it has no children to be rebuilt from).
+ */
+int fc_store_mark_ancestors(struct writer *w, uint32_t base, int level, int64_t start);
+
+/* ---- open windows and the log (store_open.c) ---------------------------------------------- */
+
+/* Opens the log, replays its live records into the open windows (after the format check). */
+int fc_store_open_start(struct fc_store *s, const struct fc_store_options *o, struct fc_error *err);
+void fc_store_open_stop(struct fc_store *s);
+/*
+ * Logs the windows of a committed write (synced unless sync: none), then
+ * merges them into the open windows: the point of acknowledgement.
+ */
+int fc_store_open_add(struct fc_store *s, const struct windows *ws, struct fc_error *err);
+/*
+ * In the flush transaction: merges every open window into LMDB, marks its
+ * coarser windows dirty and records that the log's generation is done.
+ */
+int fc_store_open_write(struct fc_store *s, MDB_txn *txn, struct fc_error *err);
+/*
+ * Writes the open windows into LMDB (coarser windows left dirty for the
+ * next fc_store_flush): what a write does when they pass their byte cap.
+ */
+int fc_store_flush_open(struct fc_store *s, struct fc_error *err);
+/* After the flush's commit (the caller holds the lock): empties the windows and the log. */
+void fc_store_open_clear(struct fc_store *s);
+/* The first open window of (tenant, base) and the next ones (callers hold the lock). */
+const struct open_window *fc_store_open_first(struct fc_store *s, const char *tenant,
+                                              uint32_t base);
+const struct open_window *fc_store_open_next(struct fc_store *s, const struct open_window *ow);
 
 /* ---- service aggregates (store_service.c) ------------------------------------------------- */
 
@@ -291,18 +396,7 @@ int fc_store_write_spans(struct writer *w, struct frames *f, const struct fc_bat
                          const struct fc_profile *p, const struct group *g, uint32_t t,
                          int64_t scale, uint32_t series, int64_t window);
 
-/* ---- packed windows (store_pack.c) -------------------------------------------------------- */
-
-/* One series' tree inside a packed window. */
-struct part {
-    uint32_t series;
-    struct fc_tree tree;
-};
-
-struct parts {
-    struct part *v;
-    uint32_t n, cap;
-};
+/* ---- packed windows, continued ----------------------------------------------------------- */
 
 /* The header of a packed value: entries without decompressing the frame. */
 struct packed {

@@ -361,15 +361,74 @@ static void cover(struct merge *m, int level, int64_t lo, int64_t hi)
     }
 }
 
+/*
+ * A read: the open windows' lock (shared) for its whole length, then an
+ * LMDB snapshot, so that both come from the same side of any flush.
+ */
 static int begin_read(struct fc_store *s, struct reader *r, const char *tenant,
                       struct fc_error *err)
 {
-    int rc = mdb_txn_begin(s->env, NULL, MDB_RDONLY, &r->txn);
+    int rc;
 
+    pthread_rwlock_rdlock(&s->open.lock);
+    rc = mdb_txn_begin(s->env, NULL, MDB_RDONLY, &r->txn);
     r->s = s;
     r->tenant = tenant;
     r->err = err;
-    return rc ? fc_store_lmdb_error(err, rc, "read") : FC_OK;
+    if (rc != 0) {
+        pthread_rwlock_unlock(&s->open.lock);
+        return fc_store_lmdb_error(err, rc, "read");
+    }
+    return FC_OK;
+}
+
+static void end_read(struct reader *r)
+{
+    mdb_txn_abort(r->txn);
+    pthread_rwlock_unlock(&r->s->open.lock);
+}
+
+/*
+ * The open windows of m's group within [from_s, until_s) (10 s aligned), by
+ * the rule cover applies to stored windows: a 10 s window when it lies
+ * inside, a compacted 100 s window when it overlaps (not for level0_only).
+ * LMDB holds none of what they hold, so adding them is exact.
+ */
+static void add_open(struct merge *m, int64_t from_s, int64_t until_s, bool level0_only)
+{
+    for (const struct open_window *ow = fc_store_open_first(m->r->s, m->r->tenant, m->group->base);
+         ow != NULL && !m->found; ow = fc_store_open_next(m->r->s, ow)) {
+        int64_t end = ow->start + fc_store_level_secs[ow->level];
+        bool in = ow->level == 0 ? ow->start >= from_s && end <= until_s
+                                 : !level0_only && ow->start < until_s && end > from_s;
+        bool any = false;
+        if (!in) {
+            continue;
+        }
+        for (uint32_t i = 0; i < ow->parts.n; i++) {
+            const struct part *p = &ow->parts.v[i];
+            if (fc_tree_total(&p->tree) <= 0 || !base_wants((void *)m->group, p->series)) {
+                continue;
+            }
+            any = true;
+            if (m->tree != NULL) {
+                fc_tree_merge(m->tree, &p->tree);
+            }
+        }
+        if (any && m->tree == NULL) {
+            m->found = true;
+        }
+        m->merged += any && m->tree != NULL;
+    }
+}
+
+/* Stored windows covering [from_s, until_s) and the open ones in it. */
+static void cover_all(struct merge *m, int64_t from_s, int64_t until_s, bool level0_only)
+{
+    cover(m, level0_only ? 0 : FC_STORE_LEVELS - 1, from_s, until_s);
+    if (m->rc == FC_OK && !m->found) {
+        add_open(m, from_s, until_s, level0_only);
+    }
 }
 
 /* Merges the span entries of one span id, for matched series within the range. */
@@ -397,7 +456,7 @@ int fc_store_select_merge(struct fc_store *s, const struct fc_store_query *q,
         for (int i = 0; i < 2 && rc == FC_OK; i++) {
             struct merge m = {&r, groups[i], &out->frames_tree, 0, FC_OK, false};
             if (groups[i]->n > 0) {
-                cover(&m, FC_STORE_LEVELS - 1, from_s, until_s);
+                cover_all(&m, from_s, until_s, false);
                 stats->series += (uint32_t)groups[i]->n;
                 stats->nodes_merged += m.merged;
                 rc = m.rc;
@@ -424,7 +483,7 @@ int fc_store_select_merge(struct fc_store *s, const struct fc_store_query *q,
         group_by_base(&r, &ids, &bases);
         for (size_t i = 0; rc == FC_OK && i < bases.n; i++) {
             struct merge m = {&r, &bases.v[i], &out->frames_tree, 0, FC_OK, false};
-            cover(&m, q->level0_only ? 0 : FC_STORE_LEVELS - 1, from_s, until_s);
+            cover_all(&m, from_s, until_s, q->level0_only);
             stats->nodes_merged += m.merged;
             rc = m.rc;
         }
@@ -434,7 +493,7 @@ int fc_store_select_merge(struct fc_store *s, const struct fc_store_query *q,
     if (rc == FC_OK) {
         rc = fc_store_resolve(s, r.txn, q->tenant, q->granularity, out, err);
     }
-    mdb_txn_abort(r.txn);
+    end_read(&r);
     free(ids.v);
     if (rc != FC_OK) {
         fc_store_result_release(out);
@@ -534,6 +593,49 @@ static int timeline_scan(struct reader *r, const struct base_group *group, int l
     return FC_OK;
 }
 
+/*
+ * Adds the open windows' totals of the group where the stored windows they
+ * will go into are counted: a 10 s window under the level-`level` window
+ * that starts in [from_s, until_s) (from_s is the cutoff when the compacted
+ * past was scanned apart), a compacted 100 s window as timeline_of scans
+ * those. LMDB holds none of it, so adding it is exact.
+ */
+static void timeline_open(struct reader *r, const struct base_group *group, struct timeline *tl,
+                          int level, int64_t from_s, int64_t until_s, int64_t coarse)
+{
+    int64_t d = fc_store_level_secs[level];
+
+    for (const struct open_window *ow = fc_store_open_first(r->s, r->tenant, group->base);
+         ow != NULL; ow = fc_store_open_next(r->s, ow)) {
+        int64_t w, total = 0;
+        size_t at;
+        if (ow->level == 1) {
+            /* The compacted past: scanned apart at level 0 (from its 100 s start), else as any. */
+            int64_t lo = tl->from_s >= 0 ? tl->from_s / 100 * 100 : (tl->from_s - 99) / 100 * 100;
+            bool apart = level == 0 && tl->from_s < coarse;
+            w = apart ? ow->start : (ow->start >= 0 ? ow->start / d : (ow->start - d + 1) / d) * d;
+            if (apart ? w < lo || w >= (coarse < until_s ? coarse : until_s)
+                      : w < from_s || w >= until_s) {
+                continue;
+            }
+        } else {
+            w = (ow->start >= 0 ? ow->start / d : (ow->start - d + 1) / d) * d;
+            if (w < from_s || w >= until_s) {
+                continue;
+            }
+        }
+        for (uint32_t i = 0; i < ow->parts.n; i++) {
+            if (base_wants((void *)group, ow->parts.v[i].series)) {
+                total = fc_sat_add(total, fc_tree_total(&ow->parts.v[i].tree));
+            }
+        }
+        at = w <= tl->from_s ? 0 : (size_t)((w - tl->from_s) / tl->step_s);
+        if (at < tl->n) {
+            tl->buckets[at] = fc_sat_add(tl->buckets[at], total);
+        }
+    }
+}
+
 /* Adds the group's window totals per step into buckets (no trees decoded). */
 static int timeline_of(struct reader *r, const struct fc_store_query *q,
                        const struct base_group *group, int64_t step_ns, int64_t *buckets, size_t n)
@@ -560,7 +662,11 @@ static int timeline_of(struct reader *r, const struct fc_store_query *q,
         rc = timeline_scan(r, group, 1, lo, coarse < until_s ? coarse : until_s, &tl);
         from_s = coarse;
     }
-    return rc == FC_OK ? timeline_scan(r, group, level, from_s, until_s, &tl) : rc;
+    rc = rc == FC_OK ? timeline_scan(r, group, level, from_s, until_s, &tl) : rc;
+    if (rc == FC_OK) {
+        timeline_open(r, group, &tl, level, from_s, until_s, coarse);
+    }
+    return rc;
 }
 
 int fc_store_timeline(struct fc_store *s, const struct fc_store_query *q, int64_t step_ns,
@@ -592,7 +698,7 @@ int fc_store_timeline(struct fc_store *s, const struct fc_store_query *q, int64_
         }
         bases_release(&bases);
     }
-    mdb_txn_abort(r.txn);
+    end_read(&r);
     free(ids.v);
     return rc;
 }
@@ -618,7 +724,7 @@ static bool has_data(struct reader *r, uint32_t series, int64_t from_s, int64_t 
     if (!base_of(r, series, &one.base)) {
         return false;
     }
-    cover(&m, FC_STORE_LEVELS - 1, from_s, until_s);
+    cover_all(&m, from_s, until_s, false);
     return m.found;
 }
 
@@ -670,7 +776,7 @@ int fc_store_series_labels(struct fc_store *s, const char *tenant,
         }
         (*out)[(*n)++] = fc_xstrndup(v.mv_data, v.mv_size);
     }
-    mdb_txn_abort(r.txn);
+    end_read(&r);
     free(all.v);
     return rc;
 }
@@ -738,7 +844,7 @@ int fc_store_select_series(struct fc_store *s, const struct fc_store_query *q, i
         return rc;
     }
     if (whole_service_series(&r, q, step_ns, n_buckets, group_by, n_group_by, out, n, &rc)) {
-        mdb_txn_abort(r.txn);
+        end_read(&r);
         return rc;
     }
     rc = match_series(&r, q->selector, true, &ids);
@@ -789,7 +895,7 @@ int fc_store_select_series(struct fc_store *s, const struct fc_store_query *q, i
             }
         }
     }
-    mdb_txn_abort(r.txn);
+    end_read(&r);
     free(ids.v);
     return rc;
 }
@@ -837,7 +943,7 @@ static int scan_strings(struct fc_store *s, int db, const struct key *prefix, si
         }
         mdb_cursor_close(c);
     }
-    mdb_txn_abort(r.txn);
+    end_read(&r);
     if (*n > 1) {
         qsort(*out, *n, sizeof(char *), by_string);
     }

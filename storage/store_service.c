@@ -267,14 +267,7 @@ static int add_up(struct writer *w, uint32_t base, uint32_t series, int level, i
 {
     int rc = fc_store_add_window(w, w->windows, base, series, level, window, tree);
 
-    for (int up = level + 1; rc == FC_OK && up < FC_STORE_LEVELS; up++) {
-        int64_t d = fc_store_level_secs[up];
-        int64_t start = (window >= 0 ? window / d : (window - d + 1) / d) * d;
-        if (up != 1 || start + d > w->coarse_before) {
-            rc = fc_store_mark_dirty(w, base, up, start);
-        }
-    }
-    return rc;
+    return rc ? rc : fc_store_mark_ancestors(w, base, level, window);
 }
 
 /*

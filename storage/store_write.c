@@ -181,9 +181,8 @@ static int series_id(struct writer *w, const struct label *labels, size_t n, uin
     return rc;
 }
 
-/* Merges the new parts into the packed window (base, level, start), once per commit. */
-static int merge_window(struct writer *w, uint32_t base, int level, int64_t start,
-                        const struct parts *add)
+int fc_store_merge_window(struct writer *w, uint32_t base, int level, int64_t start,
+                          const struct parts *add)
 {
     struct key k;
     MDB_val kv, v;
@@ -213,24 +212,6 @@ static int merge_window(struct writer *w, uint32_t base, int level, int64_t star
     return rc;
 }
 
-/*
- * Windows touched by one write transaction, merged in memory first so that
- * each is read, decoded, encoded and written once per commit.
- */
-struct window {
-    uint32_t base;
-    int level;
-    int64_t start;
-    struct parts parts;
-};
-
-struct windows {
-    struct fc_idmap index; /* hash of (base, level, start) -> slot */
-    struct window *v;
-    uint32_t n, cap;
-    const char *tenant; /* the tenant they belong to (flushed when it changes) */
-};
-
 struct windows *fc_store_windows_new(void)
 {
     struct windows *ws = fc_xcalloc(1, sizeof(*ws));
@@ -254,22 +235,27 @@ uint32_t fc_store_windows_count(const struct windows *ws)
     return ws->n;
 }
 
-static uint64_t window_hash(uint32_t base, int level, int64_t start)
+/* Hashes (tenant, base, level, start); the open windows use it too. */
+uint64_t fc_store_window_hash(const char *tenant, uint32_t base, int level, int64_t start)
 {
     uint64_t k[2] = {((uint64_t)base << 8) | (uint64_t)level, (uint64_t)start};
-    return XXH3_64bits(k, sizeof(k));
+    return XXH3_64bits_withSeed(k, sizeof(k), XXH3_64bits(tenant, strlen(tenant)));
 }
 
 int fc_store_flush_windows(struct writer *w, struct windows *ws)
 {
+    const char *tenant = w->tenant;
     int rc = FC_OK;
 
     for (uint32_t i = 0; i < ws->n; i++) {
         if (rc == FC_OK) {
-            rc = merge_window(w, ws->v[i].base, ws->v[i].level, ws->v[i].start, &ws->v[i].parts);
+            w->tenant = ws->v[i].tenant;
+            rc = fc_store_merge_window(w, ws->v[i].base, ws->v[i].level, ws->v[i].start,
+                                       &ws->v[i].parts);
         }
         fc_store_parts_release(&ws->v[i].parts);
     }
+    w->tenant = tenant;
     ws->n = 0;
     fc_idmap_release(&ws->index);
     fc_idmap_init(&ws->index, 64);
@@ -279,21 +265,23 @@ int fc_store_flush_windows(struct writer *w, struct windows *ws)
 int fc_store_add_window(struct writer *w, struct windows *ws, uint32_t base, uint32_t series,
                         int level, int64_t start, const struct fc_tree *tree)
 {
-    uint64_t h = window_hash(base, level, start);
+    uint64_t h = fc_store_window_hash(w->tenant, base, level, start);
     uint32_t slot;
 
     if (fc_idmap_get(&ws->index, h, &slot)) {
         struct window *x = &ws->v[slot];
-        if (x->base == base && x->level == level && x->start == start) {
+        if (x->base == base && x->level == level && x->start == start &&
+            strcmp(x->tenant, w->tenant) == 0) {
             fc_tree_merge(fc_store_part_of(&x->parts, series), tree);
             return FC_OK;
         }
         {
-            /* A 64-bit hash collision: write this one straight through. */
+            /* A 64-bit hash collision: write this one straight into LMDB. */
             struct parts one = {0};
             int rc;
             fc_tree_merge(fc_store_part_of(&one, series), tree);
-            rc = merge_window(w, base, level, start, &one);
+            rc = fc_store_merge_window(w, base, level, start, &one);
+            rc = rc ? rc : fc_store_mark_ancestors(w, base, level, start);
             fc_store_parts_release(&one);
             return rc;
         }
@@ -302,6 +290,7 @@ int fc_store_add_window(struct writer *w, struct windows *ws, uint32_t base, uin
         ws->cap = ws->cap ? ws->cap * 2 : 64;
         ws->v = fc_xrealloc(ws->v, ws->cap * sizeof(*ws->v));
     }
+    ws->v[ws->n].tenant = w->tenant;
     ws->v[ws->n].base = base;
     ws->v[ws->n].level = level;
     ws->v[ws->n].start = start;
@@ -442,35 +431,36 @@ int fc_store_mark_dirty(struct writer *w, uint32_t base, int level, int64_t star
     return fc_store_put_empty(w, DB_DIRTY, &k, "", 0);
 }
 
+int fc_store_mark_ancestors(struct writer *w, uint32_t base, int level, int64_t start)
+{
+    int rc = FC_OK;
+
+    for (int up = level + 1; rc == FC_OK && up < FC_STORE_LEVELS; up++) {
+        int64_t d = fc_store_level_secs[up];
+        int64_t window = (start >= 0 ? start / d : (start - d + 1) / d) * d;
+        if (up != 1 || window + d > w->coarse_before) {
+            rc = fc_store_mark_dirty(w, base, up, window);
+        }
+    }
+    return rc;
+}
+
 /*
- * Adds tree to window of every level of (base, series) at time_s: the 10 s
- * window now; coarser ones are marked dirty and rebuilt from their children
- * by the next flush. A 100 s window whose 10 s windows were compacted away
- * has no children to be rebuilt from: merged now.
+ * Adds tree to the window of (base, series) at time_s: its 10 s window, or
+ * its 100 s window when the 10 s windows there were compacted away (it has
+ * no children to be rebuilt from). The coarser windows are marked dirty
+ * when the flush writes the open windows into LMDB.
  */
 static int put_windows(struct writer *w, uint32_t base, uint32_t series, int64_t time_s,
                        const struct fc_tree *tree)
 {
     int64_t w100 = (time_s >= 0 ? time_s / 100 : (time_s - 99) / 100) * 100;
-    bool marked =
-        w->marked_tenant == w->tenant && w->marked_base == base && w->marked_window == w100;
-    int rc = FC_OK;
 
-    for (int level = 0; rc == FC_OK && level < FC_STORE_LEVELS; level++) {
-        int64_t d = fc_store_level_secs[level];
-        int64_t window = (time_s >= 0 ? time_s / d : (time_s - d + 1) / d) * d;
-        if (level == 0 || (level == 1 && window + d <= w->coarse_before)) {
-            rc = fc_store_add_window(w, w->windows, base, series, level, window, tree);
-        } else if (!marked) {
-            rc = fc_store_mark_dirty(w, base, level, window);
-        }
+    if (w100 + 100 <= w->coarse_before) {
+        return fc_store_add_window(w, w->windows, base, series, 1, w100, tree);
     }
-    if (rc == FC_OK) {
-        w->marked_tenant = w->tenant;
-        w->marked_base = base;
-        w->marked_window = w100;
-    }
-    return rc;
+    return fc_store_add_window(w, w->windows, base, series, 0,
+                               (time_s >= 0 ? time_s / 10 : (time_s - 9) / 10) * 10, tree);
 }
 
 /*
@@ -579,13 +569,11 @@ static int write_profile(struct writer *w, struct frames *f, const struct fc_bat
     return rc;
 }
 
-/* Every batch into the open transaction w->txn (not committed). */
+/* Every batch into the open transaction w->txn (not committed) and w->windows. */
 static int write_batches(struct writer *w, struct fc_batch *const *batches, size_t n)
 {
-    struct windows *ws = w->windows;
     int rc = FC_OK;
 
-    fc_idmap_init(&ws->index, 64);
     {
         MDB_val kv = val(fc_store_coarse_key, sizeof(fc_store_coarse_key) - 1), v;
         w->coarse_before = INT64_MIN;
@@ -597,11 +585,6 @@ static int write_batches(struct writer *w, struct fc_batch *const *batches, size
     for (size_t i = 0; rc == FC_OK && i < n; i++) {
         const struct fc_batch *b = batches[i];
         struct frames f;
-        /* Windows are keyed without the tenant: write them out when it changes. */
-        if (ws->tenant != NULL && strcmp(ws->tenant, b->tenant) != 0) {
-            rc = fc_store_flush_windows(w, ws);
-        }
-        ws->tenant = b->tenant;
         w->tenant = b->tenant;
         f.line_sym = fc_xcalloc(b->dict.n_lines + 1, sizeof(uint32_t));
         f.loc_sym = fc_xcalloc(b->dict.n_locations + 1, sizeof(uint32_t));
@@ -616,15 +599,6 @@ static int write_batches(struct writer *w, struct fc_batch *const *batches, size
         free(f.path);
         fc_buf_release(&f.record);
     }
-    if (rc == FC_OK) {
-        rc = fc_store_flush_windows(w, ws);
-    } else {
-        for (uint32_t i = 0; i < ws->n; i++) {
-            fc_store_parts_release(&ws->v[i].parts);
-        }
-    }
-    fc_idmap_release(&ws->index);
-    free(ws->v);
     return rc;
 }
 
@@ -638,14 +612,21 @@ static void count_failure(struct fc_store *s)
     atomic_fetch_add(&s->failures[kind], 1);
 }
 
+/*
+ * One transaction for the new ids (symbols, series, labels, spans): LMDB
+ * commits it (and syncs it) only when it wrote any, which in the steady
+ * state it does not. The trees go to the log and the open windows after it,
+ * so every id a logged record names is durable before the record.
+ */
 int fc_store_write(struct fc_store *s, struct fc_batch *const *batches, size_t n,
                    struct fc_error *err)
 {
-    struct windows ws = {0};
-    struct writer w = {s, NULL, NULL, err, &ws, INT64_MIN};
+    struct windows *ws = fc_store_windows_new();
+    struct writer w = {s, NULL, NULL, err, ws, INT64_MIN};
     int rc;
 
     if (fc_store_full(s)) {
+        fc_store_windows_free(ws);
         atomic_fetch_add(&s->failures[FC_STORE_FULL], 1);
         return fc_errorf(err, FC_EUNAVAIL,
                          "store: full: %lld bytes in use reached max_size (%lld); retention "
@@ -659,17 +640,32 @@ int fc_store_write(struct fc_store *s, struct fc_batch *const *batches, size_t n
         mdb_txn_abort(w.txn); /* nothing of this group is written */
     } else if ((rc = mdb_txn_commit(w.txn)) != 0) {
         rc = fc_store_lmdb_error(err, rc, "commit"); /* a failed commit is aborted */
+    } else {
+        rc = fc_store_open_add(s, ws, err);
     }
+    fc_store_windows_free(ws);
     if (rc != FC_OK) {
         count_failure(s);
     }
     if (rc == FC_OK) {
         atomic_store(&s->dirty, true);
     }
-    if (rc == FC_OK && fc_now_mono_ns() - atomic_load(&s->last_flush_ns) >= FC_STORE_FLUSH_NS) {
-        /* A failed flush leaves its windows dirty: queries stay exact. */
+    if (rc == FC_OK) {
+        /* A failed flush leaves everything open and logged: nothing is lost. */
         struct fc_error ignored = {0};
-        fc_store_flush(s, &ignored);
+        if (fc_now_mono_ns() - atomic_load(&s->last_flush_ns) >= s->flush_ns) {
+            fc_store_flush(s, &ignored);
+        } else if (atomic_load(&s->open.bytes) > s->open.max_bytes ||
+                   (s->max_size > 0 &&
+                    atomic_load(&s->used) + atomic_load(&s->open.log_bytes) >= s->max_size)) {
+            /*
+             * Past the byte cap; or, under max_size, when what is open might
+             * reach it (the log's bytes are about what it takes stored), so
+             * that writes are refused as soon as the pages say full, not a
+             * flush later.
+             */
+            fc_store_flush_open(s, &ignored);
+        }
     }
     if (s->max_size > 0) {
         fc_store_refresh_used(s);

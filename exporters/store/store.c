@@ -53,6 +53,10 @@ static const struct fc_field store_fields[] = {
      "pages in use past which writes are refused with 503 + Retry-After; past 90% of it "
      "retention deletes the oldest data down to 80% (0 = no limit; the file may pass it by "
      "one write group, within a headroom of max_size/4 (64 MiB to 4 GiB) kept for deletes)"},
+    {"open_windows_max_size", FC_FIELD_SIZE, "16MiB", OFF(open_windows_max_size),
+     "memory the open windows (what was written since the last flush, merged in memory "
+     "beside the write-ahead log; flushed into the database every 2 s) may hold before a "
+     "write flushes them early"},
     {"sync", FC_FIELD_ENUM, "batch", OFF(sync),
      "`batch`: requests arriving together share one fsync before any is acknowledged; "
      "`always`: one fsync per request; `none`: left to the OS (unsafe on power loss)",
@@ -70,6 +74,9 @@ static int store_create(struct fc_exporter *self, struct fc_error *err)
     if (cfg->retention < 0 || cfg->retention_interval <= 0 || cfg->fine_retention < 0) {
         return fc_errorf(err, FC_ECONFIG,
                          "retention and fine_retention must be >= 0 and retention_interval > 0");
+    }
+    if (cfg->open_windows_max_size < 1 << 20) {
+        return fc_errorf(err, FC_ECONFIG, "open_windows_max_size must be at least 1MiB");
     }
     if (cfg->path[0] == '\0') {
         return fc_errorf(err, FC_ECONFIG, "path must not be empty");
@@ -105,6 +112,16 @@ static int store_create(struct fc_exporter *self, struct fc_error *err)
     x->retention_deleted = fc_metrics_counter(
         "flamecol_store_retention_deleted_total", labels,
         "Windows deleted by retention (age, size, or fine_retention compaction).");
+    x->open_bytes = fc_metrics_gauge(
+        "flamecol_store_open_windows_bytes", labels,
+        "Memory of the open windows: written since the last flush, kept merged beside the log.");
+    x->open_max_bytes = fc_metrics_gauge("flamecol_store_open_windows_max_bytes", labels,
+                                         "open_windows_max_size: past it a write flushes.");
+    x->log_bytes = fc_metrics_gauge("flamecol_store_log_bytes", labels,
+                                    "Bytes of the write-ahead log (emptied by every flush).");
+    x->log_damaged = fc_metrics_counter(
+        "flamecol_store_log_damaged_total", labels,
+        "Damaged write-ahead log records skipped at start (a write cut short by a crash).");
     for (int k = 0; k < FC_STORE_FAILURE_KINDS; k++) {
         static const char *const reason[] = {"full", "no_space", "io"};
         char l[300];
@@ -119,6 +136,17 @@ static int store_create(struct fc_exporter *self, struct fc_error *err)
 }
 
 #define LOG_INTERVAL_NS (60 * 1000000000LL)
+
+/* The store's sizes and counts into /metrics (after each write group, flush and query). */
+static void store_gauges(struct store_exporter *x)
+{
+    fc_metric_set(x->disk_bytes, fc_store_disk_bytes(x->store));
+    fc_metric_set(x->corrupt, (int64_t)fc_store_corrupt_windows(x->store));
+    fc_metric_set(x->open_bytes, fc_store_open_bytes(x->store));
+    fc_metric_set(x->open_max_bytes, fc_store_open_max_bytes(x->store));
+    fc_metric_set(x->log_bytes, fc_store_log_bytes(x->store));
+    fc_metric_set(x->log_damaged, (int64_t)fc_store_log_damaged(x->store));
+}
 
 /* Writer-thread errors that can repeat: one line per kind per minute, with a count. */
 static void log_limited(struct store_exporter *x, int kind, const char *msg)
@@ -226,10 +254,11 @@ static void *writer_main(void *arg)
             int64_t due = x->next_retention_ns - fc_now_mono_ns();
             int64_t flush = fc_store_flush_in(x->store);
             if (x->deadline_ns == 0 && flush == 0) {
-                /* Idle: the dirty coarse windows are rebuilt (storage/store_flush.c). */
+                /* Idle: the open windows are written, the dirty coarse ones rebuilt. */
                 struct fc_error ignored = {0};
                 pthread_mutex_unlock(&x->lock);
                 fc_store_flush(x->store, &ignored);
+                store_gauges(x);
                 pthread_mutex_lock(&x->lock);
                 continue;
             }
@@ -312,8 +341,7 @@ static void *writer_main(void *arg)
                 items[i]->err = err;
             }
         }
-        fc_metric_set(x->disk_bytes, fc_store_disk_bytes(x->store));
-        fc_metric_set(x->corrupt, (int64_t)fc_store_corrupt_windows(x->store));
+        store_gauges(x);
         pthread_mutex_lock(&x->lock);
         for (size_t i = 0; i < n; i++) {
             items[i]->done = true;
@@ -327,7 +355,8 @@ static void *writer_main(void *arg)
 static int store_start(struct fc_exporter *self, struct fc_host *host, struct fc_error *err)
 {
     struct store_exporter *x = self->ctx;
-    struct fc_store_options o = {x->cfg->path, (enum fc_store_sync)x->cfg->sync, x->cfg->max_size};
+    struct fc_store_options o = {x->cfg->path, (enum fc_store_sync)x->cfg->sync, x->cfg->max_size,
+                                 x->cfg->open_windows_max_size};
     struct fc_http_server *srv;
     struct fc_auth *auth = NULL;
 

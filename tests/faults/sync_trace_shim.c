@@ -1,7 +1,8 @@
 /*
  * A tracer for the durability tests, loaded with LD_PRELOAD: it records, in
  * the order they happen, what a power loss would care about: the writes to
- * the store's data.mdb and lock.mdb, the syncs of those files (fsync,
+ * the store's data.mdb, lock.mdb and wal (its write-ahead log), the syncs of
+ * those files (fsync,
  * fdatasync, sync_file_range, msync), the requests read from sockets and
  * the HTTP responses written to them. Not part of flamecol: only
  * tests/integration/test_durability.py uses it.
@@ -20,11 +21,11 @@
  * is the order of the numbers: an event whose begin is above another's end
  * started after that one had finished). Kinds:
  *
- *   W <data|lock> <fd> <dsync 0|1> <bytes> <markers>   a write (write, pwrite,
+ *   W <data|lock|wal> <fd> <dsync 0|1> <bytes> <markers>   a write (write, pwrite,
  *       writev, pwritev...); dsync = the fd was opened O_DSYNC/O_SYNC, so the
  *       write itself is synchronous; markers = the push ids ("FCDUR" and 7
  *       digits) found in the written bytes for the first time ("-" if none)
- *   S <data|lock> <fd> <fsync|fdatasync|sync_file_range>   a sync of that file
+ *   S <data|lock|wal> <fd> <fsync|fdatasync|sync_file_range>   a sync of that file
  *   M - <bytes> <flags>   an msync (MS_SYNC only; the store's maps are data.mdb's)
  *   P data <fd>           a write to data.mdb starts waiting on FC_SYNC_HOLD
  *   R <fd> <marker>       a socket read carrying a push id (the request)
@@ -113,7 +114,7 @@ static void emit(const char *fmt, ...)
     }
 }
 
-enum kind { OTHER, DATA, LOCK, SOCKET };
+enum kind { OTHER, DATA, LOCK, WAL, SOCKET };
 
 static enum kind classify(int fd)
 {
@@ -135,12 +136,15 @@ static enum kind classify(int fd)
     }
     base = strrchr(path, '/');
     base = base != NULL ? base + 1 : path;
-    return strcmp(base, "data.mdb") == 0 ? DATA : strcmp(base, "lock.mdb") == 0 ? LOCK : OTHER;
+    return strcmp(base, "data.mdb") == 0   ? DATA
+           : strcmp(base, "lock.mdb") == 0 ? LOCK
+           : strcmp(base, "wal") == 0      ? WAL
+                                           : OTHER;
 }
 
 static const char *kind_name(enum kind k)
 {
-    return k == DATA ? "data" : "lock";
+    return k == DATA ? "data" : k == WAL ? "wal" : "lock";
 }
 
 /* The first marker id in [p, p + n), or 0; *next is where to look on. */
@@ -208,7 +212,7 @@ static void trace_write(enum kind k, int fd, const struct iovec *iov, int iovcnt
     if (rc < 0) {
         return;
     }
-    if (k == DATA || k == LOCK) {
+    if (k == DATA || k == LOCK || k == WAL) {
         char ids[IDS_MAX];
         int fl = fcntl(fd, F_GETFL);
         new_markers(iov, iovcnt, (size_t)rc, ids, sizeof(ids));
@@ -396,7 +400,7 @@ ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
         rc = call;                                                                                 \
         saved = errno;                                                                             \
         e = seq();                                                                                 \
-        if ((k == DATA || k == LOCK) && rc == 0) {                                                 \
+        if ((k == DATA || k == LOCK || k == WAL) && rc == 0) {                                     \
             emit("%lu %lu S %s %d %s\n", b, e, kind_name(k), fd, name);                            \
         }                                                                                          \
         errno = saved;                                                                             \

@@ -354,6 +354,12 @@ class WindowTest(unittest.TestCase):
         out = "flamecol_processor_downsample_window_profiles_out_total"
         wait_for("59 windows a series sent", lambda: ds.metric(out, labels) >= 59 * len(files))
         self.assertEqual(ds.metric(out, labels), 59 * len(files))
+        # What the window saves in the store: one write a minute per series instead of six
+        # (each push is one write group: the pushers wait for every answer).
+        commits = [c.metric("flamecol_store_commits_total", 'exporter="store"') for c in (ds, raw)]
+        print("store write groups (window, without): %s" % commits)
+        self.assertEqual(commits[1], n * len(files))
+        self.assertLessEqual(commits[0], 59 * len(files))
         # SIGTERM: the open windows (the last of each series at least) are emitted.
         self.assertEqual(ds.stop(), 0, ds.log())
         self.assertEqual(raw.stop(), 0, raw.log())
@@ -375,14 +381,11 @@ class WindowTest(unittest.TestCase):
             self.assertEqual(flame(ds, CPU, "svc-go-1s-cpu")[0], n * top_total("go-1s-cpu", "cpu"))
             self.assertEqual(flame(ds, "memory:alloc_space:bytes:space:bytes", "svc-go-1s-heap")[0],
                              n * top_total("go-1s-heap", "alloc_space"))
-            # What the window saves in the store: a store rewrites a window's packed trees on
-            # every write into it, so one merged profile a minute instead of six leaves fewer
-            # freed pages behind: a smaller database file. The pages holding data are about the
-            # same (the same trees, summed), within a few pages either way: not asserted.
+            # The stored trees are the same (summed), so the pages in use are about the same
+            # either way: printed, not asserted.
             m = {k: [c.metric("flamecol_store_%s_bytes" % k, 'exporter="store"') for c in (ds, raw)]
                  for k in ("used", "disk")}
             print("store bytes (window, without): %s" % m)
-            self.assertLess(m["disk"][0], 0.9 * m["disk"][1])
         finally:
             self.assertEqual(ds.stop(), 0, ds.log())
             self.assertEqual(raw.stop(), 0, raw.log())

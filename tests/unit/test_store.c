@@ -912,6 +912,7 @@ static void test_retention_deletes_old_windows_and_frees_pages(void **state)
     q.selector = &sel;
     recent_before = range_total(s2, &q, later - 60, later + 86400);
     assert_int_equal(fc_store_oldest(s2), BASE);
+    assert_int_equal(fc_store_flush(s2, &err), FC_OK); /* the open windows take pages too */
     used_before = fc_store_used_bytes(s2);
     /* Everything ending 35 days after BASE goes; the later 20 profiles stay. */
     assert_int_equal(fc_store_delete_before(s2, BASE + 35 * 86400, &deleted, &err), FC_OK);
@@ -950,6 +951,7 @@ static void test_trim_deletes_oldest_hours_down_to_low(void **state)
     q.selector = &sel;
     last_hour = range_total(s2, &q, end - 3600, end);
     assert_true(last_hour > 0);
+    assert_int_equal(fc_store_flush(s2, &err), FC_OK); /* the open windows take pages too */
     used = fc_store_used_bytes(s2);
     /* Under the high mark: nothing happens. */
     assert_int_equal(fc_store_trim(s2, used, used / 2, end, &deleted, &err), FC_OK);
@@ -997,6 +999,7 @@ static void test_compaction_rounds_old_ranges_out_to_100s(void **state)
     q.from_ns = BASE * 1000000000LL;
     q.until_ns = (BASE + 600) * 1000000000LL;
     assert_int_equal(fc_store_timeline(s2, &q, 10000000000LL, before, 60, &err), FC_OK);
+    assert_int_equal(fc_store_flush(s2, &err), FC_OK); /* the open windows take pages too */
     used_before = fc_store_used_bytes(s2);
 
     /* The cutoff rounds down to 100 s: the 10 s windows of [BASE, BASE + 400) go. */
@@ -1344,6 +1347,105 @@ static void test_second_open_is_refused(void **state)
     fc_store_close(s3);
 }
 
+/* The store in dir/name, flushing only when asked (or when closed). */
+static struct fc_store *open_unflushed(const char *name)
+{
+    struct fc_store_options o = {0};
+    struct fc_store *s;
+    struct fc_error err = {0};
+    char sub[256];
+
+    snprintf(sub, sizeof(sub), "%s/%s", dir, name);
+    o.path = sub;
+    o.sync = FC_SYNC_NONE;
+    o.open_max_bytes = 1LL << 30;
+    o.flush_interval_ns = 1000000LL * 1000000000LL;
+    if (fc_store_open(&o, &s, &err) != FC_OK) {
+        fail_msg("%s", err.msg);
+    }
+    return s;
+}
+
+/*
+ * The write-ahead log. Five write groups (one go-1s-cpu profile each,
+ * GO_CPU_TOTAL by hand) are answered from the open windows before any flush;
+ * the directory copied while the store is open (what a crash leaves: LMDB
+ * without them, the log with them) answers them all from its log; the same
+ * copy with its last record cut short answers the first four and counts one
+ * damaged record; and a log whose truncation after a flush was lost (the
+ * old records put back) adds nothing twice.
+ */
+static void test_log_replays_what_was_not_flushed(void **state)
+{
+    struct fc_store *s = open_unflushed("logged");
+    struct fc_error err = {0};
+    struct fc_selector sel;
+    struct fc_store_query q = {0};
+    int64_t buckets[10], sum = 0;
+    char cmd[1024];
+
+    (void)state;
+    for (int i = 0; i < 5; i++) {
+        struct fc_batch *b = load("go-1s-cpu.pb.gz", 0, BASE + i * 10, "w");
+        assert_int_equal(fc_store_write(s, &b, 1, &err), FC_OK);
+        fc_batch_unref(b);
+    }
+    assert_true(fc_store_log_bytes(s) > 0);
+    assert_true(fc_store_open_bytes(s) > 0);
+    assert_int_equal(fc_selector_parse("process_cpu:cpu:nanoseconds:cpu:nanoseconds{}", &sel, &err),
+                     FC_OK);
+    q.tenant = "w";
+    q.selector = &sel;
+    /* Open, not flushed: every answer has them (flame graphs, a timeline). */
+    assert_int_equal(range_total(s, &q, BASE, BASE + 100), 5 * GO_CPU_TOTAL);
+    assert_int_equal(range_total(s, &q, BASE - 10000000, BASE + 10000000), 5 * GO_CPU_TOTAL);
+    assert_int_equal(range_total(s, &q, BASE + 10, BASE + 30), 2 * GO_CPU_TOTAL);
+    q.from_ns = BASE * 1000000000LL;
+    q.until_ns = (BASE + 100) * 1000000000LL;
+    assert_int_equal(fc_store_timeline(s, &q, 10000000000LL, buckets, 10, &err), FC_OK);
+    for (int i = 0; i < 10; i++) {
+        sum += buckets[i];
+        assert_int_equal(buckets[i], i < 5 ? GO_CPU_TOTAL : 0);
+    }
+    assert_int_equal(sum, 5 * GO_CPU_TOTAL);
+
+    /* What a crash leaves, twice: whole, and with the last record cut short. */
+    snprintf(cmd, sizeof(cmd), "cp -r %s/logged %s/logged-crash && test -s %s/logged-crash/wal",
+             dir, dir, dir);
+    assert_int_equal(system(cmd), 0);
+    snprintf(cmd, sizeof(cmd),
+             "cp -r %s/logged %s/logged-torn && truncate -s -7 %s/logged-torn/wal", dir, dir, dir);
+    assert_int_equal(system(cmd), 0);
+
+    /* Flushed: the log is emptied, the answers stay. */
+    assert_int_equal(fc_store_flush(s, &err), FC_OK);
+    assert_int_equal(fc_store_log_bytes(s), 0);
+    assert_int_equal(fc_store_open_bytes(s), 0);
+    assert_int_equal(range_total(s, &q, BASE, BASE + 100), 5 * GO_CPU_TOTAL);
+    fc_store_close(s);
+    /* The truncation lost: the old generation's records are back, and ignored. */
+    snprintf(cmd, sizeof(cmd), "cp %s/logged-crash/wal %s/logged/wal", dir, dir);
+    assert_int_equal(system(cmd), 0);
+    s = open_unflushed("logged");
+    assert_int_equal(range_total(s, &q, BASE, BASE + 100), 5 * GO_CPU_TOTAL);
+    assert_int_equal(fc_store_log_damaged(s), 0);
+    fc_store_close(s);
+
+    s = open_unflushed("logged-crash");
+    assert_int_equal(range_total(s, &q, BASE, BASE + 100), 5 * GO_CPU_TOTAL);
+    assert_int_equal(range_total(s, &q, BASE - 10000000, BASE + 10000000), 5 * GO_CPU_TOTAL);
+    assert_int_equal(fc_store_log_damaged(s), 0);
+    assert_int_equal(fc_store_log_bytes(s), 0); /* replayed, then flushed at open */
+    fc_store_close(s);
+
+    s = open_unflushed("logged-torn");
+    assert_int_equal(range_total(s, &q, BASE, BASE + 100), 4 * GO_CPU_TOTAL);
+    assert_int_equal(range_total(s, &q, BASE + 40, BASE + 50), 0);
+    assert_int_equal(fc_store_log_damaged(s), 1);
+    fc_store_close(s);
+    fc_selector_release(&sel);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1362,6 +1464,7 @@ int main(void)
         cmocka_unit_test(test_full_store_recovers),
         cmocka_unit_test(test_second_open_is_refused),
         cmocka_unit_test(test_dirty_windows_exact_before_and_after_flush),
+        cmocka_unit_test(test_log_replays_what_was_not_flushed),
     };
     return cmocka_run_group_tests_name("store", tests, setup, teardown);
 }
