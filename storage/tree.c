@@ -137,6 +137,18 @@ void fc_tree_merge(struct fc_tree *dst, const struct fc_tree *src)
     if (src->n == 0) {
         return;
     }
+    if (dst->n <= 1 && (dst->n == 0 || (dst->nodes[0].first == 0 && dst->nodes[0].self == 0 &&
+                                        dst->nodes[0].total == 0))) {
+        /* Into an empty tree: a copy (node links are indices into the array). */
+        if (dst->cap < src->n) {
+            free(dst->nodes);
+            dst->cap = src->n;
+            dst->nodes = fc_xmalloc(dst->cap * sizeof(*dst->nodes));
+        }
+        memcpy(dst->nodes, src->nodes, src->n * sizeof(*src->nodes));
+        dst->n = src->n;
+        return;
+    }
     work_init(&w);
     work_push(&w, pair(0, 0)); /* (dst node, src node) */
     while (w.n > 0) {
@@ -200,10 +212,26 @@ void fc_tree_collapse(struct fc_tree *dst, const struct fc_tree *src, const uint
 }
 
 /* Pre-order: uvarint(name) uvarint(self) uvarint(children), children follow. */
+static uint8_t *put_varint(uint8_t *p, uint64_t v)
+{
+    while (v >= 0x80) {
+        *p++ = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    *p++ = (uint8_t)v;
+    return p;
+}
+
 static void encode_tree(const struct fc_tree *t, struct fc_buf *out)
 {
     struct work w;
+    uint8_t *p;
 
+    /* At most 5 + 10 + 5 bytes a node: reserved once, written in place. */
+    if (fc_buf_reserve(out, (size_t)t->n * 20 + 1) != FC_OK) {
+        return; /* the buffer's limit: the caller sees no bytes added */
+    }
+    p = out->data + out->len;
     work_init(&w);
     work_push(&w, 0);
     while (w.n > 0) {
@@ -220,11 +248,13 @@ static void encode_tree(const struct fc_tree *t, struct fc_buf *out)
             w.v[a] = w.v[b - 1];
             w.v[b - 1] = x;
         }
-        fc_pb_put_varint(out, t->nodes[i].name);
-        fc_pb_put_varint(out, (uint64_t)t->nodes[i].self);
-        fc_pb_put_varint(out, n);
+        p = put_varint(p, t->nodes[i].name);
+        p = put_varint(p, (uint64_t)t->nodes[i].self);
+        p = put_varint(p, n);
     }
     work_release(&w);
+    out->len = (size_t)(p - out->data);
+    out->data[out->len] = '\0';
 }
 
 void fc_tree_encode_raw(const struct fc_tree *t, struct fc_buf *out)
