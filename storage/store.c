@@ -33,12 +33,16 @@ const char *const fc_store_db_names[N_DBS] = {"sym",   "symid", "series", "sid",
  * misread. Format 4 interns frame records (storage/frame.h) where format 3
  * interned names; a name is a valid symbol of format 4, so a format 3 store
  * is read as it is. Format 5 adds the service aggregates (store_service.c):
- * a format 3 or 4 store gets them built at open and is marked 5 (an older
- * build then refuses it rather than leaving its aggregates stale).
+ * a format 3 or 4 store gets them built at open. Format 6 adds the
+ * write-ahead log (store_open.c: an older build would ignore what it holds)
+ * and links (a coarse window standing for its only child): a format 5 store
+ * has neither and is only marked. Every upgrade ends marked 6, which older
+ * builds refuse rather than losing the log or misreading a link.
  */
-#define FORMAT_VERSION 5
+#define FORMAT_VERSION 6
 #define FORMAT_NAMES_ONLY 3
 #define FORMAT_NO_SERVICES 4 /* format 5 adds the service aggregates (store_service.c) */
+#define FORMAT_NO_LOG 5      /* format 6 adds the write-ahead log and links */
 static const char format_key[] = "\0format";
 const char fc_store_coarse_key[15] = "\0coarse_before";
 _Thread_local int fc_store_last_lmdb_rc;
@@ -103,15 +107,17 @@ static int lock_dir(struct fc_store *s, struct fc_error *err)
 
 /*
  * A store of format 3 or 4 (no service aggregates) is upgraded in the open
- * transaction: the aggregates built from its windows, then marked format 5
- * (so that an older build refuses it rather than ignoring the aggregates).
+ * transaction: the aggregates built from its windows (build), then marked
+ * with this format (so that an older build refuses it rather than ignoring
+ * the aggregates or the log); a format 5 store is only marked.
  */
-static int upgrade(struct fc_store *s, MDB_txn *txn, MDB_val *kv, struct fc_error *err)
+static int upgrade(struct fc_store *s, MDB_txn *txn, MDB_val *kv, bool build,
+                   struct fc_error *err)
 {
     uint32_t version = FORMAT_VERSION;
     MDB_val v = val(&version, 4);
 
-    if (fc_store_service_build(s, txn, err) != FC_OK) {
+    if (build && fc_store_service_build(s, txn, err) != FC_OK) {
         return fc_store_last_lmdb_rc != 0 ? fc_store_last_lmdb_rc : EIO;
     }
     return mdb_put(txn, s->db[DB_META], kv, &v, 0);
@@ -181,10 +187,13 @@ int fc_store_open(const struct fc_store_options *o, struct fc_store **out, struc
             rc = mdb_put(txn, s->db[DB_META], &kv, &v, 0);
         } else if (rc == 0 && v.mv_size == 4 &&
                    memcmp(v.mv_data, &(uint32_t){FORMAT_NAMES_ONLY}, 4) == 0) {
-            rc = upgrade(s, txn, &kv, err);
+            rc = upgrade(s, txn, &kv, true, err);
         } else if (rc == 0 && v.mv_size == 4 &&
                    memcmp(v.mv_data, &(uint32_t){FORMAT_NO_SERVICES}, 4) == 0) {
-            rc = upgrade(s, txn, &kv, err);
+            rc = upgrade(s, txn, &kv, true, err);
+        } else if (rc == 0 && v.mv_size == 4 &&
+                   memcmp(v.mv_data, &(uint32_t){FORMAT_NO_LOG}, 4) == 0) {
+            rc = upgrade(s, txn, &kv, false, err);
         } else if (rc == 0 && (v.mv_size != 4 || memcmp(v.mv_data, &version, 4) != 0)) {
             uint32_t found = 0;
             memcpy(&found, v.mv_data, v.mv_size == 4 ? 4 : 0);

@@ -35,22 +35,43 @@ static bool dirty_key_parts(const MDB_val *kv, uint32_t *base, int *level, int64
     return *level > 0 && *level < FC_STORE_LEVELS;
 }
 
-/* Replaces window (tenant, base, level, start) by the merge of its ten children. */
+/*
+ * Replaces window (tenant, base, level, start) by the merge of its ten
+ * children, or (level 2 and up) by a link to its only child: a pod with one
+ * profile in a 1000 s window then stores its tree twice (10 s, 100 s), not
+ * seven times, and no coarse rebuild decodes or compresses it. Level 1 never
+ * links: compaction deletes the 10 s windows under it.
+ */
 static int rebuild(struct fc_store *s, MDB_txn *txn, const char *tenant, uint32_t base, int level,
                    int64_t start, struct fc_error *err)
 {
-    int64_t step = fc_store_level_secs[level - 1];
+    int64_t step = fc_store_level_secs[level - 1], only = 0;
     struct parts ps = {0};
     struct key k;
     MDB_val kv, v;
     struct fc_buf enc;
-    int rc = 0;
+    int rc = 0, present = 0;
 
     for (int i = 0; i < 10; i++) {
-        struct parts child = {0};
         node_key(&k, tenant, base, level - 1, start + i * step);
         kv = val(k.b, k.n);
-        if (mdb_get(txn, s->db[DB_NODE], &kv, &v) != 0) {
+        if (mdb_get(txn, s->db[DB_NODE], &kv, &v) == 0) {
+            present++;
+            only = start + i * step;
+        }
+    }
+    node_key(&k, tenant, base, level, start);
+    kv = val(k.b, k.n);
+    if (present == 1 && level >= 2) {
+        uint8_t link[FC_STORE_LINK_LEN];
+        fc_store_link_encode(only, link);
+        v = val(link, sizeof(link));
+        rc = mdb_put(txn, s->db[DB_NODE], &kv, &v, 0);
+        return rc ? fc_store_lmdb_error(err, rc, "flush") : FC_OK;
+    }
+    for (int i = 0; present > 0 && i < 10; i++) {
+        struct parts child = {0};
+        if (fc_store_node_get(s, txn, tenant, base, level - 1, start + i * step, &v) != 0) {
             continue;
         }
         if (!fc_store_packed_decode(v.mv_data, v.mv_size, NULL, NULL, &child)) {
@@ -62,8 +83,6 @@ static int rebuild(struct fc_store *s, MDB_txn *txn, const char *tenant, uint32_
         }
         fc_store_parts_release(&child);
     }
-    node_key(&k, tenant, base, level, start);
-    kv = val(k.b, k.n);
     if (ps.n == 0) {
         rc = mdb_del(txn, s->db[DB_NODE], &kv, NULL);
         rc = rc == MDB_NOTFOUND ? 0 : rc;

@@ -398,6 +398,25 @@ int fc_store_write_spans(struct writer *w, struct frames *f, const struct fc_bat
 
 /* ---- packed windows, continued ----------------------------------------------------------- */
 
+/*
+ * A coarse window (level 2 and up) whose only stored child is one window
+ * holds a link to it instead of a copy: le32 0xffffffff (never a header
+ * length) then be64(the child's start); the child is one level finer, same
+ * tenant and base. fc_store_node_get follows links; retention marks every
+ * window above a deleted one dirty, so a link never outlives its child
+ * unread (a dirty window is read through its children, then rebuilt).
+ */
+#define FC_STORE_LINK_LEN 12
+void fc_store_link_encode(int64_t child_start, uint8_t out[FC_STORE_LINK_LEN]);
+/* Whether v is a link, and to which child start. */
+bool fc_store_link_of(const MDB_val *v, int64_t *child_start);
+/*
+ * The stored value of window (tenant, base, level, start), links followed
+ * down to the packed value they stand for: 0, or MDB_NOTFOUND.
+ */
+int fc_store_node_get(struct fc_store *s, MDB_txn *txn, const char *tenant, uint32_t base,
+                      int level, int64_t start, MDB_val *v);
+
 /* The header of a packed value: entries without decompressing the frame. */
 struct packed {
     uint32_t n;

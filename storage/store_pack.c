@@ -173,3 +173,51 @@ int fc_store_packed_encode(const struct parts *ps, struct fc_buf *out)
     fc_buf_release(&raw);
     return rc;
 }
+
+void fc_store_link_encode(int64_t child_start, uint8_t out[FC_STORE_LINK_LEN])
+{
+    memset(out, 0xff, 4);
+    for (int i = 0; i < 8; i++) {
+        out[4 + i] = (uint8_t)((uint64_t)child_start >> (56 - 8 * i));
+    }
+}
+
+bool fc_store_link_of(const MDB_val *v, int64_t *child_start)
+{
+    const uint8_t *p = v->mv_data;
+
+    if (v->mv_size != FC_STORE_LINK_LEN || p[0] != 0xff || p[1] != 0xff || p[2] != 0xff ||
+        p[3] != 0xff) {
+        return false;
+    }
+    *child_start = (int64_t)be64(p + 4);
+    return true;
+}
+
+int fc_store_node_get(struct fc_store *s, MDB_txn *txn, const char *tenant, uint32_t base,
+                      int level, int64_t start, MDB_val *v)
+{
+    struct key k;
+    MDB_val kv;
+
+    /* A link points one level down: at most FC_STORE_LEVELS steps. */
+    for (int steps = 0; steps < FC_STORE_LEVELS; steps++) {
+        int rc;
+        int64_t child;
+        node_key(&k, tenant, base, level, start);
+        kv = val(k.b, k.n);
+        if ((rc = mdb_get(txn, s->db[DB_NODE], &kv, v)) != 0) {
+            return rc;
+        }
+        if (!fc_store_link_of(v, &child)) {
+            return 0;
+        }
+        if (level < 2 || child < start || child >= start + fc_store_level_secs[level]) {
+            atomic_fetch_add(&s->corrupt, 1); /* not a link this build writes */
+            return MDB_NOTFOUND;
+        }
+        level--;
+        start = child;
+    }
+    return MDB_NOTFOUND;
+}

@@ -307,8 +307,7 @@ static void cover(struct merge *m, int level, int64_t lo, int64_t hi);
 
 static void take(struct merge *m, int level, int64_t window)
 {
-    struct key k;
-    MDB_val kv, v;
+    MDB_val v;
     struct parts ps = {0};
 
     if (window_dirty(m->r->s, m->r->txn, m->r->tenant, m->group->base, level, window)) {
@@ -316,9 +315,8 @@ static void take(struct merge *m, int level, int64_t window)
         cover(m, level - 1, window, window + fc_store_level_secs[level]);
         return;
     }
-    node_key(&k, m->r->tenant, m->group->base, level, window);
-    kv = val(k.b, k.n);
-    if (mdb_get(m->r->txn, m->r->s->db[DB_NODE], &kv, &v) != 0) {
+    if (fc_store_node_get(m->r->s, m->r->txn, m->r->tenant, m->group->base, level, window, &v) !=
+        0) {
         return;
     }
     if (m->tree == NULL) {
@@ -536,7 +534,7 @@ static int timeline_scan(struct reader *r, const struct base_group *group, int l
     kv = val(k.b, k.n);
     for (int g = mdb_cursor_get(c, &kv, &v, MDB_SET_RANGE); g == 0;
          g = mdb_cursor_get(c, &kv, &v, MDB_NEXT)) {
-        int64_t w, total = 0;
+        int64_t w, total = 0, child;
         size_t at;
         struct packed p;
         if (kv.mv_size != prefix.n + 8 || memcmp(kv.mv_data, prefix.b, prefix.n) != 0) {
@@ -548,6 +546,10 @@ static int timeline_scan(struct reader *r, const struct base_group *group, int l
         }
         if (w < lo || window_dirty(r->s, r->txn, r->tenant, group->base, level, w)) {
             continue; /* a dirty window: its children below */
+        }
+        if (fc_store_link_of(&v, &child) &&
+            fc_store_node_get(r->s, r->txn, r->tenant, group->base, level, w, &v) != 0) {
+            continue; /* a link whose child is gone: nothing there */
         }
         if (!fc_store_packed_parse(v.mv_data, v.mv_size, &p)) {
             atomic_fetch_add(&r->s->corrupt, 1);

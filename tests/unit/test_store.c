@@ -638,7 +638,7 @@ static void test_corrupt_window_is_skipped(void **state)
 /* A store written in another on-disk format is refused at open, never misread. */
 static void test_other_format_is_refused(void **state)
 {
-    static const uint8_t key[] = "\0format\x05\0"; /* the key, then le32 5 */
+    static const uint8_t key[] = "\0format\x06\0"; /* the key, then le32 6 */
     char sub[128], path[160];
     struct fc_store_options o = {0};
     struct fc_store *s2;
@@ -652,8 +652,13 @@ static void test_other_format_is_refused(void **state)
     fc_store_close(s2);
     assert_int_equal(fc_store_open(&o, &s2, &err), FC_OK); /* its own format reopens */
     fc_store_close(s2);
-    /* The meta value (le32 version) follows its key in the LMDB leaf: make it 2. */
+    /* The meta value (le32 version) follows its key in the LMDB leaf. */
     snprintf(path, sizeof(path), "%s/data.mdb", sub);
+    /* Format 5 (no log, no links) opens, and is marked 6 again. */
+    assert_true(patch_file(path, key, sizeof(key) - 1, 7, 5) > 0);
+    assert_int_equal(fc_store_open(&o, &s2, &err), FC_OK);
+    fc_store_close(s2);
+    /* Then made 2: refused. */
     assert_true(patch_file(path, key, sizeof(key) - 1, 7, 2) > 0);
     assert_int_equal(fc_store_open(&o, &s2, &err), FC_EIO);
     assert_non_null(strstr(err.msg, "on-disk format 2"));
@@ -785,7 +790,7 @@ static void test_names_of_format_3_still_read(void **state)
     }
     fc_store_result_release(&res);
     fc_store_close(s2);
-    /* Marked format 5 at open: reopens, and a format 3 or 4 build would refuse it. */
+    /* Marked format 6 at open: reopens, and an older build would refuse it. */
     assert_int_equal(mdb_env_create(&env), 0);
     assert_int_equal(mdb_env_set_maxdbs(env, 32), 0);
     assert_int_equal(mdb_env_open(env, sub, MDB_RDONLY, 0644), 0);
@@ -796,7 +801,7 @@ static void test_names_of_format_3_still_read(void **state)
     assert_int_equal(mdb_get(txn, meta, &k, &v), 0);
     assert_int_equal(v.mv_size, 4);
     memcpy(&version, v.mv_data, 4);
-    assert_int_equal(version, 5);
+    assert_int_equal(version, 6);
     mdb_txn_abort(txn);
     mdb_env_close(env);
     release(&got);
@@ -1446,6 +1451,126 @@ static void test_log_replays_what_was_not_flushed(void **state)
     fc_selector_release(&sel);
 }
 
+/* Node values in the store at dir/name (closed): how many, and how many are links. */
+static void count_nodes(const char *name, int *nodes, int *links)
+{
+    char sub[256];
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi node;
+    MDB_cursor *c;
+    MDB_val k, v;
+
+    snprintf(sub, sizeof(sub), "%s/%s", dir, name);
+    *nodes = *links = 0;
+    assert_int_equal(mdb_env_create(&env), 0);
+    assert_int_equal(mdb_env_set_maxdbs(env, 32), 0);
+    assert_int_equal(mdb_env_open(env, sub, MDB_RDONLY, 0644), 0);
+    assert_int_equal(mdb_txn_begin(env, NULL, MDB_RDONLY, &txn), 0);
+    assert_int_equal(mdb_dbi_open(txn, "node", 0, &node), 0);
+    assert_int_equal(mdb_cursor_open(txn, node, &c), 0);
+    for (int g = mdb_cursor_get(c, &k, &v, MDB_FIRST); g == 0;
+         g = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+        (*nodes)++;
+        /* The link form, by its definition in storage/store_int.h: 0xffffffff, be64 start. */
+        *links += v.mv_size == 12 && memcmp(v.mv_data, "\xff\xff\xff\xff", 4) == 0;
+    }
+    mdb_cursor_close(c);
+    mdb_txn_abort(txn);
+    mdb_env_close(env);
+}
+
+/* The sum of a timeline of 10 steps of step_s from BASE, and its bucket i. */
+static int64_t timeline_bucket(struct fc_store *st, struct fc_store_query *q, int64_t step_s, int i)
+{
+    int64_t buckets[10];
+    struct fc_error err = {0};
+
+    q->from_ns = BASE * 1000000000LL;
+    q->until_ns = (BASE + 10 * step_s) * 1000000000LL;
+    assert_int_equal(fc_store_timeline(st, q, step_s * 1000000000LL, buckets, 10, &err), FC_OK);
+    return buckets[i];
+}
+
+/*
+ * Coarse windows whose only stored child is one window link to it (levels
+ * 2 and up). One go-1s-cpu profile (GO_CPU_TOTAL by hand) at BASE, which
+ * starts a window at every level: its 10 s and 100 s windows hold it, the
+ * five above are links, and every range and timeline counts it once. A
+ * second profile at BASE + 1000 gives the 10^4 s window two children: a
+ * copy again, linked from above. Retention deleting the first profile's
+ * windows leaves the link above them without a child: it counts nothing,
+ * before and after the flush that rebuilds it, and after a reopen.
+ */
+static void test_single_child_windows_link(void **state)
+{
+    struct fc_store *s2 = open_unflushed("links");
+    struct fc_error err = {0};
+    struct fc_selector sel;
+    struct fc_store_query q = {0};
+    struct fc_batch *b = load("go-1s-cpu.pb.gz", 0, BASE, "l");
+    uint64_t deleted = 0;
+    int nodes, links;
+
+    (void)state;
+    assert_int_equal(fc_store_write(s2, &b, 1, &err), FC_OK);
+    fc_batch_unref(b);
+    fc_store_close(s2); /* flushes */
+    count_nodes("links", &nodes, &links);
+    assert_int_equal(nodes, 7);
+    assert_int_equal(links, 5);
+    s2 = open_unflushed("links");
+    assert_int_equal(fc_selector_parse("process_cpu:cpu:nanoseconds:cpu:nanoseconds{}", &sel, &err),
+                     FC_OK);
+    q.tenant = "l";
+    q.selector = &sel;
+    assert_int_equal(range_total(s2, &q, BASE - 10000000, BASE + 10000000), GO_CPU_TOTAL);
+    assert_int_equal(range_total(s2, &q, BASE, BASE + 1000), GO_CPU_TOTAL);
+    assert_int_equal(range_total(s2, &q, BASE, BASE + 100000), GO_CPU_TOTAL);
+    assert_int_equal(timeline_bucket(s2, &q, 1000, 0), GO_CPU_TOTAL);    /* 10^3 s windows */
+    assert_int_equal(timeline_bucket(s2, &q, 100000, 0), GO_CPU_TOTAL);  /* 10^5 s windows */
+    assert_int_equal(timeline_bucket(s2, &q, 1000000, 0), GO_CPU_TOTAL); /* 10^6 s windows */
+
+    b = load("go-1s-cpu.pb.gz", 0, BASE + 1000, "l");
+    assert_int_equal(fc_store_write(s2, &b, 1, &err), FC_OK);
+    fc_batch_unref(b);
+    assert_int_equal(fc_store_flush(s2, &err), FC_OK);
+    assert_int_equal(range_total(s2, &q, BASE - 10000000, BASE + 10000000), 2 * GO_CPU_TOTAL);
+    assert_int_equal(range_total(s2, &q, BASE, BASE + 10000), 2 * GO_CPU_TOTAL);
+    assert_int_equal(timeline_bucket(s2, &q, 1000, 1), GO_CPU_TOTAL);
+    assert_int_equal(timeline_bucket(s2, &q, 10000, 0), 2 * GO_CPU_TOTAL);
+    fc_store_close(s2);
+    count_nodes("links", &nodes, &links);
+    /* 10 s, 100 s and 10^3 s of each profile (two links), the 10^4 s copy, three links above. */
+    assert_int_equal(nodes, 3 + 3 + 1 + 3);
+    assert_int_equal(links, 2 + 3);
+
+    s2 = open_unflushed("links");
+    /* Windows ending by BASE + 500 go: the first profile's 10 s and 100 s windows. */
+    assert_int_equal(fc_store_delete_before(s2, BASE + 500, &deleted, &err), FC_OK);
+    assert_int_equal(deleted, 2);
+    for (int pass = 0; pass < 3; pass++) {
+        assert_int_equal(range_total(s2, &q, BASE, BASE + 1000), 0);
+        assert_int_equal(range_total(s2, &q, BASE - 10000000, BASE + 10000000), GO_CPU_TOTAL);
+        assert_int_equal(timeline_bucket(s2, &q, 1000, 0), 0);
+        assert_int_equal(timeline_bucket(s2, &q, 1000, 1), GO_CPU_TOTAL);
+        assert_int_equal(timeline_bucket(s2, &q, 10000, 0), GO_CPU_TOTAL);
+        if (pass == 0) {
+            assert_int_equal(fc_store_flush(s2, &err), FC_OK);
+        } else if (pass == 1) {
+            fc_store_close(s2);
+            s2 = open_unflushed("links");
+        }
+    }
+    /* Compaction deletes the 10 s window under the second profile's 100 s window: a copy. */
+    assert_int_equal(fc_store_compact_before(s2, BASE + 1100, &deleted, &err), FC_OK);
+    assert_int_equal(deleted, 1);
+    assert_int_equal(range_total(s2, &q, BASE + 1000, BASE + 1100), GO_CPU_TOTAL);
+    assert_int_equal(range_total(s2, &q, BASE - 10000000, BASE + 10000000), GO_CPU_TOTAL);
+    fc_store_close(s2);
+    fc_selector_release(&sel);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1465,6 +1590,7 @@ int main(void)
         cmocka_unit_test(test_second_open_is_refused),
         cmocka_unit_test(test_dirty_windows_exact_before_and_after_flush),
         cmocka_unit_test(test_log_replays_what_was_not_flushed),
+        cmocka_unit_test(test_single_child_windows_link),
     };
     return cmocka_run_group_tests_name("store", tests, setup, teardown);
 }
