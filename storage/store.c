@@ -111,8 +111,7 @@ static int lock_dir(struct fc_store *s, struct fc_error *err)
  * with this format (so that an older build refuses it rather than ignoring
  * the aggregates or the log); a format 5 store is only marked.
  */
-static int upgrade(struct fc_store *s, MDB_txn *txn, MDB_val *kv, bool build,
-                   struct fc_error *err)
+static int upgrade(struct fc_store *s, MDB_txn *txn, MDB_val *kv, bool build, struct fc_error *err)
 {
     uint32_t version = FORMAT_VERSION;
     MDB_val v = val(&version, 4);

@@ -836,21 +836,35 @@ static int64_t range_total(struct fc_store *st, struct fc_store_query *q, int64_
 /*
  * Coarse windows are dirty until a flush rebuilds them from their 10 s
  * windows: before and after, every range and timeline counts each profile
- * once (by hand: GO_CPU_TOTAL per profile), also across a reopen.
+ * once (by hand: GO_CPU_TOTAL per profile), also across a reopen. The open
+ * windows' cap is 1 byte, so every write puts its 10 s window into LMDB at
+ * once and leaves the coarse windows above it dirty (a cap flush); no timed
+ * flush comes.
  */
 static void test_dirty_windows_exact_before_and_after_flush(void **state)
 {
-    struct fc_store *s2 = open_sub("dirty");
+    struct fc_store_options o = {0};
+    struct fc_store *s2;
+    char sub[256];
     struct fc_error err = {0};
     struct fc_selector sel;
     struct fc_store_query q = {0};
     int64_t buckets[10];
 
     (void)state;
+    snprintf(sub, sizeof(sub), "%s/dirty", dir);
+    o.path = sub;
+    o.sync = FC_SYNC_NONE;
+    o.open_max_bytes = 1;
+    o.flush_interval_ns = 1000000LL * 1000000000LL;
+    assert_int_equal(fc_store_open(&o, &s2, &err), FC_OK);
     for (int i = 0; i < 30; i++) { /* one profile per 10 s over [BASE, BASE + 300) */
         struct fc_batch *b = load("go-1s-cpu.pb.gz", 0, BASE + i * 10, "d");
         assert_int_equal(fc_store_write(s2, &b, 1, &err), FC_OK);
         fc_batch_unref(b);
+        /* Past the cap: written into LMDB by the write itself, nothing left open or logged. */
+        assert_int_equal(fc_store_open_bytes(s2), 0);
+        assert_int_equal(fc_store_log_bytes(s2), 0);
     }
     assert_int_equal(fc_selector_parse("process_cpu:cpu:nanoseconds:cpu:nanoseconds{}", &sel, &err),
                      FC_OK);
@@ -876,15 +890,10 @@ static void test_dirty_windows_exact_before_and_after_flush(void **state)
         } else if (pass == 1) {
             /* Dirty again, then closed and reopened. */
             struct fc_batch *b = load("go-1s-cpu.pb.gz", 0, BASE + 500, "d");
-            struct fc_store_options o = {0};
-            char sub[256];
             assert_int_equal(fc_store_write(s2, &b, 1, &err), FC_OK);
             fc_batch_unref(b);
             assert_int_equal(range_total(s2, &q, BASE, BASE + 1000), 31 * GO_CPU_TOTAL);
             fc_store_close(s2);
-            snprintf(sub, sizeof(sub), "%s/dirty", dir);
-            o.path = sub;
-            o.sync = FC_SYNC_NONE;
             assert_int_equal(fc_store_open(&o, &s2, &err), FC_OK);
             assert_int_equal(range_total(s2, &q, BASE, BASE + 1000), 31 * GO_CPU_TOTAL);
             /* Back to 30 for the next pass: [BASE + 500, +10) out of the checked ranges. */
