@@ -18,6 +18,7 @@
 #include <lmdb.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
@@ -634,6 +635,19 @@ int fc_store_write(struct fc_store *s, struct fc_batch *const *batches, size_t n
                          (long long)atomic_load(&s->used), (long long)s->max_size);
     }
     fc_store_last_lmdb_rc = 0;
+    if (atomic_load(&s->open.bytes) > s->open.max_bytes && fc_store_flush_open(s, err) != FC_OK) {
+        /*
+         * The open windows are over their cap because flushes fail (a full
+         * disk): refused, retryably, rather than holding ever more memory.
+         */
+        char why[sizeof(err->msg)];
+        snprintf(why, sizeof(why), "%s", err->msg);
+        fc_store_windows_free(ws);
+        count_failure(s);
+        return fc_errorf(err, FC_EUNAVAIL,
+                         "store: open windows full (%lld bytes), cannot flush: %s",
+                         (long long)atomic_load(&s->open.bytes), why);
+    }
     if ((rc = mdb_txn_begin(s->env, NULL, 0, &w.txn)) != 0) {
         rc = fc_store_lmdb_error(err, rc, "begin");
     } else if ((rc = write_batches(&w, batches, n)) != FC_OK) {
