@@ -138,6 +138,9 @@ int fc_store_open(const struct fc_store_options *o, struct fc_store **out, struc
     s->path = fc_xstrdup(o->path);
     s->max_size = o->max_size > 0 ? o->max_size : 0;
     s->flush_ns = o->flush_interval_ns > 0 ? o->flush_interval_ns : FC_STORE_FLUSH_NS;
+    fc_store_ids_init(&s->ids, o->id_cache_max_bytes == 0  ? FC_STORE_ID_CACHE_BYTES
+                               : o->id_cache_max_bytes < 0 ? 0
+                                                           : o->id_cache_max_bytes);
     s->lock_fd = -1;
     if (lock_dir(s, err) != FC_OK) {
         fc_store_close(s);
@@ -264,6 +267,7 @@ void fc_store_close(struct fc_store *s)
     if (s->lock_fd >= 0) {
         close(s->lock_fd); /* releases the lock */
     }
+    fc_store_ids_release(&s->ids);
     free(s->path);
     free(s);
 }
@@ -287,6 +291,24 @@ int64_t fc_store_open_bytes(struct fc_store *s)
 int64_t fc_store_open_max_bytes(struct fc_store *s)
 {
     return s->open.max_bytes;
+}
+
+int64_t fc_store_id_cache_bytes(struct fc_store *s)
+{
+    return atomic_load(&s->ids.bytes);
+}
+
+int64_t fc_store_id_cache_max_bytes(struct fc_store *s)
+{
+    return s->ids.max_bytes;
+}
+
+void fc_store_id_cache_lookups(struct fc_store *s, uint64_t *hits, uint64_t *misses,
+                               uint64_t *emptied)
+{
+    *hits = atomic_load(&s->ids.hits);
+    *misses = atomic_load(&s->ids.misses);
+    *emptied = atomic_load(&s->ids.emptied);
 }
 
 int64_t fc_store_log_bytes(struct fc_store *s)

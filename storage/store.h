@@ -60,7 +60,14 @@ struct fc_store_options {
     int64_t open_max_bytes;
     /* How often writes flush (fc_store_flush); 0 = FC_STORE_FLUSH_NS. */
     int64_t flush_interval_ns;
+    /*
+     * Bytes of the id cache (symbols, bases, series a write finds without an
+     * LMDB lookup); 0 = FC_STORE_ID_CACHE_BYTES, < 0 = none.
+     */
+    int64_t id_cache_max_bytes;
 };
+
+#define FC_STORE_ID_CACHE_BYTES (4LL << 20)
 
 #define FC_STORE_OPEN_MAX_BYTES (16LL << 20)
 
@@ -231,6 +238,14 @@ uint64_t fc_store_corrupt_windows(struct fc_store *s);
 /* What the open windows hold in memory, and their cap (open_max_bytes). */
 int64_t fc_store_open_bytes(struct fc_store *s);
 int64_t fc_store_open_max_bytes(struct fc_store *s);
+/*
+ * The id cache: its table's bytes, its cap; lookups it answered and missed,
+ * and how many times it was full at its cap and emptied.
+ */
+int64_t fc_store_id_cache_bytes(struct fc_store *s);
+int64_t fc_store_id_cache_max_bytes(struct fc_store *s);
+void fc_store_id_cache_lookups(struct fc_store *s, uint64_t *hits, uint64_t *misses,
+                               uint64_t *emptied);
 /* Bytes of the write-ahead log (emptied by every flush). */
 int64_t fc_store_log_bytes(struct fc_store *s);
 /* Damaged log records skipped at replay (a write cut short by a crash). */

@@ -54,6 +54,25 @@ struct parts {
     uint32_t n, cap;
 };
 
+/* ---- the id cache (store_ids.c) ----------------------------------------------------------- */
+
+struct id_slot {
+    uint64_t lo, hi; /* a 128-bit hash of (database, key); lo 0: empty */
+    uint32_t id;
+};
+
+struct id_cache {
+    pthread_mutex_t lock;
+    struct id_slot *slots;
+    size_t cap, n;           /* slots (a power of two), entries */
+    struct id_slot *pending; /* noted by the write transaction under way */
+    size_t n_pending, cap_pending;
+    int64_t max_bytes;     /* slots * sizeof(struct id_slot) never passes it */
+    _Atomic int64_t bytes; /* the table's size */
+    _Atomic uint64_t hits, misses;
+    _Atomic uint64_t emptied; /* times it was full at max_bytes and emptied */
+};
+
 /* ---- open windows (store_open.c) ---------------------------------------------------------- */
 
 /*
@@ -111,6 +130,7 @@ struct fc_store {
     bool ready;                    /* opened whole: close flushes the dirty windows */
     _Atomic bool dirty;            /* a write since the last flush began */
     struct open_windows open;      /* written since the last flush (store_open.c) */
+    struct id_cache ids;           /* ids known to be in LMDB (store_ids.c) */
     bool open_started;             /* open (its lock, its log) is set up: close stops it */
 };
 
@@ -370,6 +390,17 @@ int fc_store_service_route(struct writer *w, const char *service, const char *ty
  * whose 10 s windows were compacted) merged, coarser ones marked dirty.
  */
 int fc_store_service_build(struct fc_store *s, MDB_txn *txn, struct fc_error *err);
+
+/* ---- the id cache (store_ids.c) ----------------------------------------------------------- */
+
+void fc_store_ids_init(struct id_cache *c, int64_t max_bytes);
+void fc_store_ids_release(struct id_cache *c);
+/* The id under key k of database db, when the cache has it (then no LMDB lookup is needed). */
+bool fc_store_ids_get(struct fc_store *s, int db, const struct key *k, uint32_t *id);
+/* Notes that key k of db holds id in the write transaction under way. */
+void fc_store_ids_note(struct fc_store *s, int db, const struct key *k, uint32_t id);
+/* After the write transaction: its notes into the cache when it committed, else dropped. */
+void fc_store_ids_publish(struct fc_store *s, bool committed);
 
 /* Puts key k with data into database db of the write transaction. */
 int fc_store_put_empty(struct writer *w, int db, struct key *k, const void *data, size_t n);

@@ -61,13 +61,18 @@ static int id_of(struct writer *w, int db, const char *what, struct key *k, uint
     MDB_val kv = val(k->b, k->n), v;
     int rc;
 
+    if (fc_store_ids_get(w->s, db, k, id)) {
+        return FC_OK;
+    }
     if (mdb_get(w->txn, w->s->db[db], &kv, &v) == 0 && v.mv_size == 4) {
         *id = be32(v.mv_data);
+        fc_store_ids_note(w->s, db, k, *id);
         return FC_OK;
     }
     rc = fc_store_next_id(w, what, id);
     if (rc == FC_OK) {
         uint8_t be[4];
+        fc_store_ids_note(w->s, db, k, *id);
         put_be32(be, *id);
         rc = fc_store_put_empty(w, db, k, be, 4);
     }
@@ -80,11 +85,16 @@ static int id_of_value(struct writer *w, struct key *k, uint32_t value, uint32_t
     MDB_val kv = val(k->b, k->n), v;
     uint8_t be[4];
 
+    if (fc_store_ids_get(w->s, DB_META, k, out)) {
+        return FC_OK;
+    }
     if (mdb_get(w->txn, w->s->db[DB_META], &kv, &v) == 0 && v.mv_size == 4) {
         *out = be32(v.mv_data);
+        fc_store_ids_note(w->s, DB_META, k, *out);
         return FC_OK;
     }
     *out = value;
+    fc_store_ids_note(w->s, DB_META, k, value);
     put_be32(be, value);
     return fc_store_put_empty(w, DB_META, k, be, 4);
 }
@@ -95,8 +105,15 @@ static int list_add(struct writer *w, struct key *k, uint32_t series)
     MDB_val kv = val(k->b, k->n), v;
     size_t n = 0, at = 0;
     uint8_t *list;
+    struct key listed = *k; /* (list, series): in the cache once the series is listed */
+    uint32_t one;
     int rc;
 
+    key_be32(&listed, series);
+    if (fc_store_ids_get(w->s, N_DBS, &listed, &one)) {
+        return FC_OK;
+    }
+    fc_store_ids_note(w->s, N_DBS, &listed, 1);
     if (mdb_get(w->txn, w->s->db[DB_META], &kv, &v) == 0) {
         n = v.mv_size / 4;
     }

@@ -53,14 +53,19 @@ static int symbol(struct writer *w, const char *name, size_t len, uint32_t *id)
 
     key_tenant(&k, w->tenant);
     key_h128(&k, name, len);
+    if (fc_store_ids_get(w->s, DB_SYM, &k, id)) {
+        return FC_OK;
+    }
     kv = val(k.b, k.n);
     if (mdb_get(w->txn, w->s->db[DB_SYM], &kv, &v) == 0 && v.mv_size == 4) {
         memcpy(id, v.mv_data, 4);
+        fc_store_ids_note(w->s, DB_SYM, &k, *id);
         return FC_OK;
     }
     if ((rc = fc_store_next_id(w, "sym", id)) != FC_OK) {
         return rc;
     }
+    fc_store_ids_note(w->s, DB_SYM, &k, *id);
     v = val(id, 4);
     if ((rc = mdb_put(w->txn, w->s->db[DB_SYM], &kv, &v, 0)) != 0) {
         return fc_store_lmdb_error(w->err, rc, "symbols");
@@ -119,13 +124,18 @@ static int base_id(struct writer *w, const struct label *labels, size_t n, uint3
     key_tenant(&k, w->tenant);
     key_h128(&k, canon.data ? (const char *)canon.data : "", canon.len);
     fc_buf_release(&canon);
+    if (fc_store_ids_get(w->s, DB_BASE, &k, id)) {
+        return FC_OK;
+    }
     kv = val(k.b, k.n);
     if (mdb_get(w->txn, w->s->db[DB_BASE], &kv, &v) == 0 && v.mv_size == 4) {
         *id = be32(v.mv_data);
+        fc_store_ids_note(w->s, DB_BASE, &k, *id);
         return FC_OK;
     }
     rc = fc_store_next_id(w, "base", id);
     if (rc == FC_OK) {
+        fc_store_ids_note(w->s, DB_BASE, &k, *id);
         uint8_t be[4] = {(uint8_t)(*id >> 24), (uint8_t)(*id >> 16), (uint8_t)(*id >> 8),
                          (uint8_t)*id};
         rc = fc_store_put_empty(w, DB_BASE, &k, be, 4);
@@ -145,14 +155,21 @@ static int series_id(struct writer *w, const struct label *labels, size_t n, uin
     canonical(labels, n, &canon);
     key_tenant(&k, w->tenant);
     key_h128(&k, canon.data ? (const char *)canon.data : "", canon.len);
+    if (fc_store_ids_get(w->s, DB_SERIES, &k, id)) {
+        fc_buf_release(&canon);
+        return FC_OK;
+    }
     kv = val(k.b, k.n);
     if (mdb_get(w->txn, w->s->db[DB_SERIES], &kv, &v) == 0 && v.mv_size == 4) {
         *id = be32(v.mv_data);
         fc_buf_release(&canon);
+        fc_store_ids_note(w->s, DB_SERIES, &k, *id);
         return FC_OK;
     }
     rc = fc_store_next_id(w, "series", id);
     if (rc == FC_OK) {
+        /* Noted now: the label index below is written in the same transaction. */
+        fc_store_ids_note(w->s, DB_SERIES, &k, *id);
         struct key idk;
         uint8_t be[4] = {(uint8_t)(*id >> 24), (uint8_t)(*id >> 16), (uint8_t)(*id >> 8),
                          (uint8_t)*id};
@@ -652,9 +669,12 @@ int fc_store_write(struct fc_store *s, struct fc_batch *const *batches, size_t n
         rc = fc_store_lmdb_error(err, rc, "begin");
     } else if ((rc = write_batches(&w, batches, n)) != FC_OK) {
         mdb_txn_abort(w.txn); /* nothing of this group is written */
+        fc_store_ids_publish(s, false);
     } else if ((rc = mdb_txn_commit(w.txn)) != 0) {
         rc = fc_store_lmdb_error(err, rc, "commit"); /* a failed commit is aborted */
+        fc_store_ids_publish(s, false);
     } else {
+        fc_store_ids_publish(s, true);
         rc = fc_store_open_add(s, ws, err);
     }
     fc_store_windows_free(ws);

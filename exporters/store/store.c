@@ -57,6 +57,9 @@ static const struct fc_field store_fields[] = {
      "memory the open windows (what was written since the last flush, merged in memory "
      "beside the write-ahead log; flushed into the database every 2 s) may hold before a "
      "write flushes them early"},
+    {"id_cache_max_size", FC_FIELD_SIZE, "4MiB", OFF(id_cache_max_size),
+     "memory of the cache of ids (symbols, series) writes find without a database lookup; "
+     "full, it is emptied and refills (0 = no cache)"},
     {"sync", FC_FIELD_ENUM, "batch", OFF(sync),
      "`batch`: requests arriving together share one fsync before any is acknowledged; "
      "`always`: one fsync per request; `none`: left to the OS (unsafe on power loss)",
@@ -74,6 +77,9 @@ static int store_create(struct fc_exporter *self, struct fc_error *err)
     if (cfg->retention < 0 || cfg->retention_interval <= 0 || cfg->fine_retention < 0) {
         return fc_errorf(err, FC_ECONFIG,
                          "retention and fine_retention must be >= 0 and retention_interval > 0");
+    }
+    if (cfg->id_cache_max_size < 0) {
+        return fc_errorf(err, FC_ECONFIG, "id_cache_max_size must be >= 0");
     }
     if (cfg->open_windows_max_size < 1 << 20) {
         return fc_errorf(err, FC_ECONFIG, "open_windows_max_size must be at least 1MiB");
@@ -119,6 +125,21 @@ static int store_create(struct fc_exporter *self, struct fc_error *err)
                                          "open_windows_max_size: past it a write flushes.");
     x->log_bytes = fc_metrics_gauge("flamecol_store_log_bytes", labels,
                                     "Bytes of the write-ahead log (emptied by every flush).");
+    x->id_cache_bytes = fc_metrics_gauge("flamecol_store_id_cache_bytes", labels,
+                                         "Memory of the id cache (symbols, series) of writes.");
+    x->id_cache_max_bytes = fc_metrics_gauge("flamecol_store_id_cache_max_bytes", labels,
+                                             "id_cache_max_size: full there, it is emptied.");
+    {
+        char l[300];
+        snprintf(l, sizeof(l), "%s,result=\"hit\"", labels);
+        x->id_cache_hits =
+            fc_metrics_counter("flamecol_store_id_cache_lookups_total", l,
+                               "Id lookups of writes, answered by the cache or not.");
+        snprintf(l, sizeof(l), "%s,result=\"miss\"", labels);
+        x->id_cache_misses =
+            fc_metrics_counter("flamecol_store_id_cache_lookups_total", l,
+                               "Id lookups of writes, answered by the cache or not.");
+    }
     x->log_damaged = fc_metrics_counter(
         "flamecol_store_log_damaged_total", labels,
         "Damaged write-ahead log records skipped at start (a write cut short by a crash).");
@@ -146,6 +167,14 @@ static void store_gauges(struct store_exporter *x)
     fc_metric_set(x->open_max_bytes, fc_store_open_max_bytes(x->store));
     fc_metric_set(x->log_bytes, fc_store_log_bytes(x->store));
     fc_metric_set(x->log_damaged, (int64_t)fc_store_log_damaged(x->store));
+    {
+        uint64_t hits, misses, emptied;
+        fc_store_id_cache_lookups(x->store, &hits, &misses, &emptied);
+        fc_metric_set(x->id_cache_hits, (int64_t)hits);
+        fc_metric_set(x->id_cache_misses, (int64_t)misses);
+        fc_metric_set(x->id_cache_bytes, fc_store_id_cache_bytes(x->store));
+        fc_metric_set(x->id_cache_max_bytes, fc_store_id_cache_max_bytes(x->store));
+    }
 }
 
 /* Writer-thread errors that can repeat: one line per kind per minute, with a count. */
@@ -357,6 +386,9 @@ static int store_start(struct fc_exporter *self, struct fc_host *host, struct fc
     struct store_exporter *x = self->ctx;
     struct fc_store_options o = {x->cfg->path, (enum fc_store_sync)x->cfg->sync, x->cfg->max_size,
                                  x->cfg->open_windows_max_size};
+
+    /* 0 in the config is no cache; for the library 0 is its default and < 0 none. */
+    o.id_cache_max_bytes = x->cfg->id_cache_max_size > 0 ? x->cfg->id_cache_max_size : -1;
     struct fc_http_server *srv;
     struct fc_auth *auth = NULL;
 

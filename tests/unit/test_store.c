@@ -29,6 +29,7 @@
 #include "formats/pprof.h"
 #include "formats/pyroscope.h"
 #include "storage/store.h"
+#include "storage/store_int.h" /* the id cache's own functions (test_id_cache) */
 #include "tests/unit/fc_test.h"
 
 #define N_PROFILES 90
@@ -103,6 +104,13 @@ static int setup(void **state)
     }
     o.path = dir;
     o.sync = FC_SYNC_NONE;
+    /*
+     * An id cache of at most 256 slots (24 bytes a slot): it grows from 64,
+     * then is emptied whenever it passes 192 ids, many times over these
+     * profiles, so the oracle below also checks that no id is lost or
+     * misplaced through it.
+     */
+    o.id_cache_max_bytes = 256 * 24;
     if (fc_store_open(&o, &store, &err) != FC_OK) {
         fprintf(stderr, "%s\n", err.msg);
         return -1;
@@ -497,6 +505,14 @@ static void test_oracle(void **state)
         fc_selector_release(&sel);
     }
     assert_true(checked >= 20); /* most queries found data */
+    {
+        /* The setup's writes went through the id cache, which was full and emptied. */
+        uint64_t hits, misses, emptied;
+        fc_store_id_cache_lookups(store, &hits, &misses, &emptied);
+        assert_true(hits > 0);
+        assert_true(emptied > 0);
+        assert_true(fc_store_id_cache_bytes(store) == 256 * 24);
+    }
     {
         /* The whole range, by hand: profiles i % 5 == 2 are go-1s-cpu, 18 of 90. */
         struct fc_selector sel;
@@ -1580,6 +1596,67 @@ static void test_single_child_windows_link(void **state)
     fc_selector_release(&sel);
 }
 
+/*
+ * The id cache by itself: an id noted by a write transaction is found only
+ * once that transaction committed (never after an abort); a cache of at
+ * most 128 slots grows from 64 to 128, then, past 96 ids, is emptied and
+ * refills; its bytes never pass the cap; entries of another database or
+ * tenant are not found.
+ */
+static void test_id_cache(void **state)
+{
+    struct fc_store_options o = {0};
+    struct fc_store *s2;
+    struct fc_error err = {0};
+    char sub[256], name[32];
+    struct key k, other;
+    uint32_t id = 0;
+    uint64_t hits, misses, emptied;
+
+    (void)state;
+    snprintf(sub, sizeof(sub), "%s/ids", dir);
+    o.path = sub;
+    o.sync = FC_SYNC_NONE;
+    o.id_cache_max_bytes = 128 * (int64_t)sizeof(struct id_slot);
+    assert_int_equal(fc_store_open(&o, &s2, &err), FC_OK);
+    key_tenant(&k, "t1");
+    key_h128(&k, "main", 4);
+    fc_store_ids_note(s2, DB_SYM, &k, 7);
+    fc_store_ids_publish(s2, false); /* aborted */
+    assert_false(fc_store_ids_get(s2, DB_SYM, &k, &id));
+    fc_store_ids_note(s2, DB_SYM, &k, 7);
+    fc_store_ids_publish(s2, true);
+    assert_true(fc_store_ids_get(s2, DB_SYM, &k, &id));
+    assert_int_equal(id, 7);
+    assert_false(fc_store_ids_get(s2, DB_SERIES, &k, &id)); /* another database */
+    key_tenant(&other, "t2");
+    key_h128(&other, "main", 4);
+    assert_false(fc_store_ids_get(s2, DB_SYM, &other, &id)); /* another tenant */
+    assert_int_equal(fc_store_id_cache_bytes(s2), 64 * (int64_t)sizeof(struct id_slot));
+    /* 96 more: the table doubles to 128 slots, then the 97th id empties it. */
+    for (int i = 0; i < 96; i++) {
+        struct key ki;
+        snprintf(name, sizeof(name), "f%d", i);
+        key_tenant(&ki, "t1");
+        key_h128(&ki, name, strlen(name));
+        fc_store_ids_note(s2, DB_SYM, &ki, 100 + (uint32_t)i);
+        fc_store_ids_publish(s2, true);
+        assert_true(fc_store_id_cache_bytes(s2) <= 128 * (int64_t)sizeof(struct id_slot));
+    }
+    fc_store_id_cache_lookups(s2, &hits, &misses, &emptied);
+    assert_int_equal(emptied, 1);
+    assert_int_equal(fc_store_id_cache_bytes(s2), 128 * (int64_t)sizeof(struct id_slot));
+    assert_false(fc_store_ids_get(s2, DB_SYM, &k, &id)); /* emptied with the rest */
+    {
+        struct key last;
+        key_tenant(&last, "t1");
+        key_h128(&last, "f95", 3);
+        assert_true(fc_store_ids_get(s2, DB_SYM, &last, &id)); /* noted after the emptying */
+        assert_int_equal(id, 195);
+    }
+    fc_store_close(s2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1600,6 +1677,7 @@ int main(void)
         cmocka_unit_test(test_dirty_windows_exact_before_and_after_flush),
         cmocka_unit_test(test_log_replays_what_was_not_flushed),
         cmocka_unit_test(test_single_child_windows_link),
+        cmocka_unit_test(test_id_cache),
     };
     return cmocka_run_group_tests_name("store", tests, setup, teardown);
 }
