@@ -110,16 +110,21 @@ static int rebuild(struct fc_store *s, MDB_txn *txn, const char *tenant, uint32_
 static int flush(struct fc_store *s, bool rebuild_dirty, struct fc_error *err)
 {
     MDB_txn *txn;
-    int rc = mdb_txn_begin(s->env, NULL, 0, &txn);
+    int rc;
 
+    if (!rebuild_dirty && fc_store_open_has_compacted(s)) {
+        rebuild_dirty = true; /* a compacted 100 s window is merged only after rebuilds */
+    }
     if (rebuild_dirty) {
         atomic_store(&s->last_flush_ns, fc_now_mono_ns());
-        atomic_store(&s->dirty, false);
     }
-    if (rc != 0) {
+    if ((rc = mdb_txn_begin(s->env, NULL, 0, &txn)) != 0) {
         return fc_store_lmdb_error(err, rc, "flush");
     }
-    if (fc_store_open_write(s, txn, err) != FC_OK) {
+    if (rebuild_dirty) {
+        atomic_store(&s->dirty, false);
+    }
+    if (fc_store_open_write(s, txn, 0, err) != FC_OK) {
         mdb_txn_abort(txn); /* still open and logged: nothing is lost */
         atomic_store(&s->dirty, true);
         return err->code;
@@ -168,6 +173,11 @@ static int flush(struct fc_store *s, bool rebuild_dirty, struct fc_error *err)
             rc = g;
         }
         mdb_cursor_close(c);
+        if (rc == 0 && level == 1 && fc_store_open_write(s, txn, 1, err) != FC_OK) {
+            mdb_txn_abort(txn); /* still open and logged: nothing is lost */
+            atomic_store(&s->dirty, true);
+            return err->code;
+        }
     }
     if (rc != 0) {
         mdb_txn_abort(txn);

@@ -345,10 +345,15 @@ void fc_store_open_stop(struct fc_store *s);
  */
 int fc_store_open_add(struct fc_store *s, const struct windows *ws, struct fc_error *err);
 /*
- * In the flush transaction: merges every open window into LMDB, marks its
- * coarser windows dirty and records that the log's generation is done.
+ * In the flush transaction: merges every open window of `level` into LMDB
+ * and marks its coarser windows dirty; level 0 also records that the log's
+ * generation is done. Level 1 (compacted 100 s windows, merged directly)
+ * comes after the 100 s windows were rebuilt: a rebuild replaces a window
+ * by its children and would drop what was merged into it directly.
  */
-int fc_store_open_write(struct fc_store *s, MDB_txn *txn, struct fc_error *err);
+int fc_store_open_write(struct fc_store *s, MDB_txn *txn, int level, struct fc_error *err);
+/* Whether an open window is a compacted 100 s window (the writer's thread). */
+bool fc_store_open_has_compacted(struct fc_store *s);
 /*
  * Writes the open windows into LMDB (coarser windows left dirty for the
  * next fc_store_flush): what a write does when they pass their byte cap.

@@ -37,6 +37,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -133,8 +134,15 @@ const struct open_window *fc_store_open_first(struct fc_store *s, const char *te
     if (!fc_idmap_get(&s->open.by_base, base_hash(tenant, base), &head)) {
         return NULL;
     }
-    w = &s->open.v[head - 1];
-    return w->base == base && strcmp(w->tenant, tenant) == 0 ? w : fc_store_open_next(s, w);
+    /* The chain may hold another (tenant, base) of the same hash: the first of ours. */
+    for (w = &s->open.v[head - 1];; w = &s->open.v[w->next_of_base - 1]) {
+        if (w->base == base && strcmp(w->tenant, tenant) == 0) {
+            return w;
+        }
+        if (w->next_of_base == 0) {
+            return NULL;
+        }
+    }
 }
 
 const struct open_window *fc_store_open_next(struct fc_store *s, const struct open_window *ow)
@@ -189,7 +197,7 @@ static void encode_record(const struct windows *ws, uint64_t generation, struct 
 static bool replay_payload(struct open_windows *o, const uint8_t *p, size_t len, bool apply)
 {
     struct fc_pb r;
-    char tenant[256];
+    char tenant[512]; /* receivers allow 150 bytes; key_tenant keeps 200 */
 
     fc_pb_init(&r, p, len);
     while (!fc_pb_done(&r)) {
@@ -276,12 +284,22 @@ int fc_store_open_start(struct fc_store *s, const struct fc_store_options *o, st
     ow->max_bytes = o->open_max_bytes > 0 ? o->open_max_bytes : FC_STORE_OPEN_MAX_BYTES;
     ow->sync = o->sync != FC_SYNC_NONE;
     ow->fd = -1;
-    if (mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn) == 0) {
+    {
+        /* Which generation is live: unreadable, nothing may be replayed (or thrown away). */
         MDB_val kv = val(wal_key, sizeof(wal_key)), v;
-        if (mdb_get(txn, s->db[DB_META], &kv, &v) == 0 && v.mv_size == 8) {
-            ow->generation = get_le(v.mv_data, 8);
+        int rc = mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn);
+        if (rc == 0) {
+            rc = mdb_get(txn, s->db[DB_META], &kv, &v);
+            if (rc == 0 && v.mv_size != 8) {
+                rc = MDB_CORRUPTED;
+            } else if (rc == 0) {
+                ow->generation = get_le(v.mv_data, 8);
+            }
+            mdb_txn_abort(txn);
         }
-        mdb_txn_abort(txn);
+        if (rc != 0 && rc != MDB_NOTFOUND) {
+            return fc_store_lmdb_error(err, rc, "the log's generation");
+        }
     }
     snprintf(file, sizeof(file), "%s/wal", s->path);
     ow->fd = open(file, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
@@ -289,14 +307,14 @@ int fc_store_open_start(struct fc_store *s, const struct fc_store_options *o, st
         return fc_errorf(err, FC_EIO, "store: cannot open %s: %s", file, strerror(errno));
     }
     if (st.st_size > 0) {
-        uint8_t *data = fc_xmalloc((size_t)st.st_size);
-        ssize_t got = pread(ow->fd, data, (size_t)st.st_size, 0);
-        size_t live = got > 0 ? replay(s, data, (size_t)got, &records) : 0;
-        free(data);
-        if (got != st.st_size) {
-            return fc_errorf(err, FC_EIO, "store: cannot read %s: %s", file,
-                             got < 0 ? strerror(errno) : "short read");
+        /* Mapped, not read: the log's size (however large) is not an allocation. */
+        void *data = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, ow->fd, 0);
+        size_t live;
+        if (data == MAP_FAILED) {
+            return fc_errorf(err, FC_EIO, "store: cannot read %s: %s", file, strerror(errno));
         }
+        live = replay(s, data, (size_t)st.st_size, &records);
+        munmap(data, (size_t)st.st_size);
         /* Whatever follows the live records is dead: new records go after them. */
         if (ftruncate(ow->fd, (off_t)live) != 0) {
             return fc_errorf(err, FC_EIO, "store: cannot truncate %s: %s", file, strerror(errno));
@@ -357,9 +375,13 @@ int fc_store_open_add(struct fc_store *s, const struct windows *ws, struct fc_er
         e = errno;
     }
     if (e != 0) {
-        /* Not acknowledged: cut it off so that the next record follows the last good one. */
-        if (ftruncate(o->fd, (off_t)at) != 0) {
-            e = e ? e : errno;
+        /*
+         * Not acknowledged: cut off (and the cut synced, so that a power loss
+         * cannot bring the refused record back for its retry to double).
+         */
+        if (ftruncate(o->fd, (off_t)at) != 0 || (o->sync && fdatasync(o->fd) != 0)) {
+            fc_log_error("store", "%s/wal: cannot cut off a refused record: %s", s->path,
+                         strerror(errno));
         }
         fc_buf_release(&rec);
         fc_store_last_lmdb_rc = e; /* what count_failure classifies by (no_space, io) */
@@ -380,7 +402,17 @@ int fc_store_open_add(struct fc_store *s, const struct windows *ws, struct fc_er
     return FC_OK;
 }
 
-int fc_store_open_write(struct fc_store *s, MDB_txn *txn, struct fc_error *err)
+bool fc_store_open_has_compacted(struct fc_store *s)
+{
+    for (uint32_t i = 0; i < s->open.n; i++) {
+        if (s->open.v[i].level == 1) {
+            return true;
+        }
+    }
+    return false;
+}
+
+int fc_store_open_write(struct fc_store *s, MDB_txn *txn, int level, struct fc_error *err)
 {
     struct open_windows *o = &s->open;
     /*
@@ -397,11 +429,14 @@ int fc_store_open_write(struct fc_store *s, MDB_txn *txn, struct fc_error *err)
 
     for (uint32_t i = 0; rc == FC_OK && i < o->n; i++) {
         const struct open_window *ow = &o->v[i];
+        if (ow->level != level) {
+            continue;
+        }
         w.tenant = ow->tenant;
         rc = fc_store_merge_window(&w, ow->base, ow->level, ow->start, &ow->parts);
         rc = rc ? rc : fc_store_mark_ancestors(&w, ow->base, ow->level, ow->start);
     }
-    if (rc == FC_OK && o->n > 0) {
+    if (rc == FC_OK && level == 0 && o->n > 0) {
         int r;
         put_le(next, o->generation + 1, 8);
         v = val(next, sizeof(next));

@@ -620,6 +620,17 @@ static int write_batches(struct writer *w, struct fc_batch *const *batches, size
     return rc;
 }
 
+/*
+ * Whether the open windows are past their cap, or the log past eight times
+ * it (repeated stacks keep merged trees small while the log grows by every
+ * record): then a write flushes them.
+ */
+static bool open_full(struct fc_store *s)
+{
+    return atomic_load(&s->open.bytes) > s->open.max_bytes ||
+           atomic_load(&s->open.log_bytes) > 8 * s->open.max_bytes;
+}
+
 /* Counts a refused write by its cause (the LMDB code of its error, if any). */
 static void count_failure(struct fc_store *s)
 {
@@ -652,7 +663,7 @@ int fc_store_write(struct fc_store *s, struct fc_batch *const *batches, size_t n
                          (long long)atomic_load(&s->used), (long long)s->max_size);
     }
     fc_store_last_lmdb_rc = 0;
-    if (atomic_load(&s->open.bytes) > s->open.max_bytes && fc_store_flush_open(s, err) != FC_OK) {
+    if (open_full(s) && fc_store_flush_open(s, err) != FC_OK) {
         /*
          * The open windows are over their cap because flushes fail (a full
          * disk): refused, retryably, rather than holding ever more memory.
@@ -689,7 +700,7 @@ int fc_store_write(struct fc_store *s, struct fc_batch *const *batches, size_t n
         struct fc_error ignored = {0};
         if (fc_now_mono_ns() - atomic_load(&s->last_flush_ns) >= s->flush_ns) {
             fc_store_flush(s, &ignored);
-        } else if (atomic_load(&s->open.bytes) > s->open.max_bytes ||
+        } else if (open_full(s) ||
                    (s->max_size > 0 &&
                     atomic_load(&s->used) + atomic_load(&s->open.log_bytes) >= s->max_size)) {
             /*
