@@ -76,6 +76,21 @@ struct id_cache {
 /* ---- open windows (store_open.c) ---------------------------------------------------------- */
 
 /*
+ * The span index goes through the log and the open windows too, as entries
+ * of this pseudo level: (tenant, span id, 10 s window) with one part per
+ * series, so that a span's trees are exactly as durable and as visible as
+ * its profile's windows (a write refused or cut by a crash leaves none of
+ * either). The flush merges them into DB_SPAN.
+ */
+#define FC_STORE_SPAN_LEVEL 0x7f
+
+/* The base a span entry is filed under (chains, hashes): its id folded to 32 bits. */
+static inline uint32_t span_fold(uint64_t span)
+{
+    return (uint32_t)(span ^ (span >> 32));
+}
+
+/*
  * A window written since the last flush: its trees live here (merged in
  * memory) and in the write-ahead log, not yet in LMDB. Level 0, or 1 for a
  * 100 s window whose 10 s windows were compacted away.
@@ -83,8 +98,9 @@ struct id_cache {
 struct open_window {
     char *tenant; /* owned */
     uint32_t base;
-    int level;
+    int level; /* or FC_STORE_SPAN_LEVEL: an entry of the span index */
     int64_t start;
+    uint64_t span; /* a span entry's span id (base: its fold); 0 for a window */
     struct parts parts;
     int64_t bytes;         /* what its trees hold (part of open_windows.bytes) */
     uint32_t next_of_base; /* the next window in its (tenant, base) chain, + 1; 0: none */
@@ -276,8 +292,9 @@ static inline int cmp_u32(const void *a, const void *b)
 struct window {
     const char *tenant; /* the batch's: valid for the write call */
     uint32_t base;
-    int level;
+    int level; /* or FC_STORE_SPAN_LEVEL */
     int64_t start;
+    uint64_t span; /* a span entry's span id; 0 for a window */
     struct parts parts;
 };
 
@@ -317,6 +334,12 @@ uint64_t fc_store_window_hash(const char *tenant, uint32_t base, int level, int6
 /* Adds tree to series' part of window (w->tenant, base, level, start) in ws. */
 int fc_store_add_window(struct writer *w, struct windows *ws, uint32_t base, uint32_t series,
                         int level, int64_t start, const struct fc_tree *tree);
+/* Adds tree to series' part of the span entry (w->tenant, span, 10 s window) in ws. */
+int fc_store_add_span(struct writer *w, struct windows *ws, uint64_t span, uint32_t series,
+                      int64_t window, const struct fc_tree *tree);
+/* Merges tree into the span index's stored entry (w->tenant, span, series, window), in w->txn. */
+int fc_store_merge_span_value(struct writer *w, uint64_t span, uint32_t series, int64_t window,
+                              const struct fc_tree *tree);
 /* Merges every window of ws into the database and empties ws. */
 int fc_store_flush_windows(struct writer *w, struct windows *ws);
 /* Merges parts into the stored window (w->tenant, base, level, start) in w->txn. */
@@ -365,6 +388,9 @@ void fc_store_open_clear(struct fc_store *s);
 const struct open_window *fc_store_open_first(struct fc_store *s, const char *tenant,
                                               uint32_t base);
 const struct open_window *fc_store_open_next(struct fc_store *s, const struct open_window *ow);
+/* The first open span entry of (tenant, span), then fc_store_open_next (callers hold the lock). */
+const struct open_window *fc_store_open_first_span(struct fc_store *s, const char *tenant,
+                                                   uint64_t span);
 
 /* ---- service aggregates (store_service.c) ------------------------------------------------- */
 

@@ -19,7 +19,10 @@
  * The log: records of
  *   le32 magic | le32 payload length | le64 generation | le64 xxh3(payload) | payload
  * where the payload is n entries of (uvarint tenant length, tenant, uvarint
- * base, u8 level, zigzag start, uvarint series, uvarint raw length, raw tree).
+ * base, u8 level, [le64 span id when level is FC_STORE_SPAN_LEVEL], zigzag
+ * start, uvarint series, uvarint raw length, raw tree). Span index entries
+ * travel the same way (FC_STORE_SPAN_LEVEL): the flush merges them into
+ * DB_SPAN.
  * Only records of the generation that LMDB's meta "\0wal" names are live: a
  * flush commits the next generation there before it truncates the file, so
  * a crash between the two cannot replay what LMDB already holds. Replay
@@ -78,7 +81,7 @@ static int64_t parts_bytes(const struct parts *ps)
 
 /* The open window (tenant, base, level, start), made empty when missing. Writer only. */
 static struct open_window *window_of(struct open_windows *o, const char *tenant, uint32_t base,
-                                     int level, int64_t start)
+                                     int level, int64_t start, uint64_t span)
 {
     uint64_t h = fc_store_window_hash(tenant, base, level, start);
     uint32_t slot, head;
@@ -87,7 +90,7 @@ static struct open_window *window_of(struct open_windows *o, const char *tenant,
     /* Open addressing over the hash itself: a collision takes the next hash. */
     while (fc_idmap_get(&o->index, h, &slot)) {
         w = &o->v[slot];
-        if (w->base == base && w->level == level && w->start == start &&
+        if (w->base == base && w->level == level && w->start == start && w->span == span &&
             strcmp(w->tenant, tenant) == 0) {
             return w;
         }
@@ -103,6 +106,7 @@ static struct open_window *window_of(struct open_windows *o, const char *tenant,
     w->base = base;
     w->level = level;
     w->start = start;
+    w->span = span;
     fc_idmap_put(&o->index, h, o->n);
     /* Its (tenant, base) chain: readers walk it; a hash shared by two bases only costs a skip. */
     if (fc_idmap_get(&o->by_base, base_hash(tenant, base), &head)) {
@@ -116,9 +120,9 @@ static struct open_window *window_of(struct open_windows *o, const char *tenant,
 }
 
 static void merge_into(struct open_windows *o, const char *tenant, uint32_t base, int level,
-                       int64_t start, uint32_t series, const struct fc_tree *tree)
+                       int64_t start, uint64_t span, uint32_t series, const struct fc_tree *tree)
 {
-    struct open_window *w = window_of(o, tenant, base, level, start);
+    struct open_window *w = window_of(o, tenant, base, level, start, span);
     int64_t before = w->bytes;
 
     fc_tree_merge(fc_store_part_of(&w->parts, series), tree);
@@ -136,7 +140,7 @@ const struct open_window *fc_store_open_first(struct fc_store *s, const char *te
     }
     /* The chain may hold another (tenant, base) of the same hash: the first of ours. */
     for (w = &s->open.v[head - 1];; w = &s->open.v[w->next_of_base - 1]) {
-        if (w->base == base && strcmp(w->tenant, tenant) == 0) {
+        if (w->base == base && w->level != FC_STORE_SPAN_LEVEL && strcmp(w->tenant, tenant) == 0) {
             return w;
         }
         if (w->next_of_base == 0) {
@@ -151,11 +155,33 @@ const struct open_window *fc_store_open_next(struct fc_store *s, const struct op
 
     while (w->next_of_base != 0) {
         w = &s->open.v[w->next_of_base - 1];
-        if (w->base == ow->base && strcmp(w->tenant, ow->tenant) == 0) {
+        /* The same (tenant, base), and a window after a window, a span's entry after its own. */
+        if (w->base == ow->base && w->span == ow->span &&
+            (w->level == FC_STORE_SPAN_LEVEL) == (ow->level == FC_STORE_SPAN_LEVEL) &&
+            strcmp(w->tenant, ow->tenant) == 0) {
             return w;
         }
     }
     return NULL;
+}
+
+const struct open_window *fc_store_open_first_span(struct fc_store *s, const char *tenant,
+                                                   uint64_t span)
+{
+    uint32_t head;
+    const struct open_window *w;
+
+    if (!fc_idmap_get(&s->open.by_base, base_hash(tenant, span_fold(span)), &head)) {
+        return NULL;
+    }
+    for (w = &s->open.v[head - 1];; w = &s->open.v[w->next_of_base - 1]) {
+        if (w->level == FC_STORE_SPAN_LEVEL && w->span == span && strcmp(w->tenant, tenant) == 0) {
+            return w;
+        }
+        if (w->next_of_base == 0) {
+            return NULL;
+        }
+    }
 }
 
 /* ---- the log ------------------------------------------------------------------------------- */
@@ -175,6 +201,11 @@ static void encode_record(const struct windows *ws, uint64_t generation, struct 
             fc_buf_append(out, w->tenant, tn);
             fc_pb_put_varint(out, w->base);
             fc_buf_append(out, &(uint8_t){(uint8_t)w->level}, 1);
+            if (w->level == FC_STORE_SPAN_LEVEL) {
+                uint8_t sb[8];
+                put_le(sb, w->span, 8);
+                fc_buf_append(out, sb, 8);
+            }
             fc_pb_put_varint(out, ((uint64_t)w->start << 1) ^ (uint64_t)(w->start >> 63));
             fc_pb_put_varint(out, w->parts.v[j].series);
             fc_buf_reset(&raw);
@@ -201,7 +232,7 @@ static bool replay_payload(struct open_windows *o, const uint8_t *p, size_t len,
 
     fc_pb_init(&r, p, len);
     while (!fc_pb_done(&r)) {
-        uint64_t tn, base, zz, series, raw_len;
+        uint64_t tn, base, zz, series, raw_len, span = 0;
         uint8_t level;
         struct fc_tree tree;
         if (fc_pb_varint(&r, &tn) != FC_OK || tn >= sizeof(tenant) ||
@@ -215,7 +246,16 @@ static bool replay_payload(struct open_windows *o, const uint8_t *p, size_t len,
             return false;
         }
         level = *r.p++;
-        if (level > 1 || fc_pb_varint(&r, &zz) != FC_OK || fc_pb_varint(&r, &series) != FC_OK ||
+        if (level == FC_STORE_SPAN_LEVEL) {
+            if (r.end - r.p < 8) {
+                return false;
+            }
+            span = get_le(r.p, 8);
+            r.p += 8;
+        } else if (level > 1) {
+            return false;
+        }
+        if (fc_pb_varint(&r, &zz) != FC_OK || fc_pb_varint(&r, &series) != FC_OK ||
             series > UINT32_MAX || fc_pb_varint(&r, &raw_len) != FC_OK ||
             (uint64_t)(r.end - r.p) < raw_len) {
             return false;
@@ -227,7 +267,7 @@ static bool replay_payload(struct open_windows *o, const uint8_t *p, size_t len,
         }
         if (apply) {
             merge_into(o, tenant, (uint32_t)base, level, (int64_t)(zz >> 1) ^ -(int64_t)(zz & 1),
-                       (uint32_t)series, &tree);
+                       span, (uint32_t)series, &tree);
         }
         fc_tree_release(&tree);
         r.p += raw_len;
@@ -394,7 +434,7 @@ int fc_store_open_add(struct fc_store *s, const struct windows *ws, struct fc_er
     for (uint32_t i = 0; i < ws->n; i++) {
         const struct window *w = &ws->v[i];
         for (uint32_t j = 0; j < w->parts.n; j++) {
-            merge_into(o, w->tenant, w->base, w->level, w->start, w->parts.v[j].series,
+            merge_into(o, w->tenant, w->base, w->level, w->start, w->span, w->parts.v[j].series,
                        &w->parts.v[j].tree);
         }
     }
@@ -429,6 +469,15 @@ int fc_store_open_write(struct fc_store *s, MDB_txn *txn, int level, struct fc_e
 
     for (uint32_t i = 0; rc == FC_OK && i < o->n; i++) {
         const struct open_window *ow = &o->v[i];
+        if (ow->level == FC_STORE_SPAN_LEVEL && level == 0) {
+            /* The span index: no coarser levels, nothing to mark. */
+            w.tenant = ow->tenant;
+            for (uint32_t j = 0; rc == FC_OK && j < ow->parts.n; j++) {
+                rc = fc_store_merge_span_value(&w, ow->span, ow->parts.v[j].series, ow->start,
+                                               &ow->parts.v[j].tree);
+            }
+            continue;
+        }
         if (ow->level != level) {
             continue;
         }

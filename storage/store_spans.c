@@ -1,7 +1,11 @@
 /*
  * The span index: per (span, series, 10 s window) one tree, written with
- * the profile (store_write.c) and merged for span and trace queries
- * (store_read.c). A span entry is le64 total followed by a zstd tree.
+ * the profile (store_write.c: through the log and the open windows, as
+ * entries of FC_STORE_SPAN_LEVEL, into DB_SPAN at the flush) and merged for
+ * span and trace queries (store_read.c), open entries included. A span
+ * entry is le64 total followed by a zstd tree. The trace -> span index is
+ * put in the write's transaction (an index entry: putting it twice is
+ * harmless).
  */
 #include "storage/store.h"
 #include "storage/store_int.h"
@@ -19,16 +23,35 @@
 
 #define NODE_HEADER 8
 
-/* Merges add into the tree stored under key k of the span index. */
-static int merge_span_value(struct writer *w, const struct key *k, const struct fc_tree *add)
+static void span_bytes(uint64_t span, uint8_t out[8])
+{
+    for (int i = 0; i < 8; i++) {
+        out[i] = (uint8_t)(span >> (56 - 8 * i));
+    }
+}
+
+static uint64_t span_id(const uint8_t span[8])
+{
+    return be64(span);
+}
+
+int fc_store_merge_span_value(struct writer *w, uint64_t span, uint32_t series, int64_t window,
+                              const struct fc_tree *add)
 {
     MDB_val kv, v;
     struct fc_tree t;
     struct fc_buf enc;
     int64_t total;
+    struct key k;
+    uint8_t sb[8];
     int rc;
 
-    kv = val(k->b, k->n);
+    span_bytes(span, sb);
+    key_tenant(&k, w->tenant);
+    key_bytes(&k, sb, 8);
+    key_be32(&k, series);
+    key_be64(&k, (uint64_t)window);
+    kv = val(k.b, k.n);
     fc_tree_init(&t);
     fc_buf_init(&enc, 0);
     if (mdb_get(w->txn, w->s->db[DB_SPAN], &kv, &v) == 0 &&
@@ -104,11 +127,8 @@ int fc_store_write_spans(struct writer *w, struct frames *f, const struct fc_bat
         struct key k;
         static const uint8_t no_trace[16];
         if (rc == FC_OK) {
-            key_tenant(&k, w->tenant);
-            key_bytes(&k, spans[j].span, 8);
-            key_be32(&k, series);
-            key_be64(&k, (uint64_t)window);
-            rc = merge_span_value(w, &k, &spans[j].tree);
+            rc = fc_store_add_span(w, w->windows, span_id(spans[j].span), series, window,
+                                   &spans[j].tree);
         }
         if (rc == FC_OK && memcmp(spans[j].trace, no_trace, 16) != 0) {
             key_tenant(&k, w->tenant);
@@ -163,6 +183,20 @@ void fc_store_merge_span(struct reader *r, const uint8_t span[8], const struct i
         fc_tree_release(&one);
     }
     mdb_cursor_close(c);
+    /* And what is open: written, not flushed yet (LMDB holds none of it). */
+    for (const struct open_window *ow = fc_store_open_first_span(r->s, r->tenant, span_id(span));
+         ow != NULL; ow = fc_store_open_next(r->s, ow)) {
+        if (ow->start < from_s || ow->start >= until_s) {
+            continue;
+        }
+        for (uint32_t i = 0; i < ow->parts.n; i++) {
+            if (bsearch(&ow->parts.v[i].series, ids->v, ids->n, sizeof(uint32_t), cmp_u32) !=
+                NULL) {
+                fc_tree_merge(out, &ow->parts.v[i].tree);
+                (*merged)++;
+            }
+        }
+    }
 }
 
 /* The span ids of the query: given ones, plus every span recorded for its traces. */

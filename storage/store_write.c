@@ -280,18 +280,22 @@ int fc_store_flush_windows(struct writer *w, struct windows *ws)
     return rc;
 }
 
-int fc_store_add_window(struct writer *w, struct windows *ws, uint32_t base, uint32_t series,
-                        int level, int64_t start, const struct fc_tree *tree)
+static int add_entry(struct writer *w, struct windows *ws, uint32_t base, uint32_t series,
+                     int level, int64_t start, uint64_t span, const struct fc_tree *tree)
 {
     uint64_t h = fc_store_window_hash(w->tenant, base, level, start);
     uint32_t slot;
 
     if (fc_idmap_get(&ws->index, h, &slot)) {
         struct window *x = &ws->v[slot];
-        if (x->base == base && x->level == level && x->start == start &&
+        if (x->base == base && x->level == level && x->start == start && x->span == span &&
             strcmp(x->tenant, w->tenant) == 0) {
             fc_tree_merge(fc_store_part_of(&x->parts, series), tree);
             return FC_OK;
+        }
+        if (level == FC_STORE_SPAN_LEVEL) {
+            /* A 64-bit hash collision: this one straight into LMDB. */
+            return fc_store_merge_span_value(w, span, series, start, tree);
         }
         {
             /* A 64-bit hash collision: write this one straight into LMDB. */
@@ -312,11 +316,24 @@ int fc_store_add_window(struct writer *w, struct windows *ws, uint32_t base, uin
     ws->v[ws->n].base = base;
     ws->v[ws->n].level = level;
     ws->v[ws->n].start = start;
+    ws->v[ws->n].span = span;
     memset(&ws->v[ws->n].parts, 0, sizeof(ws->v[ws->n].parts));
     fc_tree_merge(fc_store_part_of(&ws->v[ws->n].parts, series), tree);
     fc_idmap_put(&ws->index, h, ws->n);
     ws->n++;
     return FC_OK;
+}
+
+int fc_store_add_window(struct writer *w, struct windows *ws, uint32_t base, uint32_t series,
+                        int level, int64_t start, const struct fc_tree *tree)
+{
+    return add_entry(w, ws, base, series, level, start, 0, tree);
+}
+
+int fc_store_add_span(struct writer *w, struct windows *ws, uint64_t span, uint32_t series,
+                      int64_t window, const struct fc_tree *tree)
+{
+    return add_entry(w, ws, span_fold(span), series, FC_STORE_SPAN_LEVEL, window, span, tree);
 }
 
 /* Groups the samples of p by sample labels; *max_attrs = the most labels of one group. */
