@@ -484,9 +484,10 @@ struct packed {
     uint32_t n;
     uint32_t *series;
     int64_t *totals;
-    uint64_t *raw_lens;
+    uint64_t *raw_lens; /* columns: 3 a tree (names, selfs, counts); else 1 a tree */
     const uint8_t *frame;
     size_t frame_len;
+    bool columns; /* the trees are in columns (format 7), else interleaved */
 };
 
 /* The tree of series in ps, added empty when new. */

@@ -1,9 +1,18 @@
 /*
  * Packed windows: a node value packs the window of every series of one base
- * series (the profile's own labels, before its types and sample labels split it):
+ * series (the profile's own labels, before its types and sample labels split it).
+ * Since format 7, with the top bit of the header length set (PACKED_COLUMNS):
  *   le32 header length | header: uvarint n, n x (uvarint series, uvarint total,
- *   uvarint raw length) | one zstd frame of the n raw trees, in header order.
- * Totals are readable without decompressing; similar trees compress together.
+ *   uvarint names length, uvarint selfs length, uvarint counts length) | one
+ *   zstd frame: the n trees' name columns, then their self columns, then
+ *   their child count columns (fc_tree_encode_columns), each in header order.
+ * Format 6 and older (the bit clear), read as they are:
+ *   le32 header length | header: uvarint n, n x (uvarint series, uvarint total,
+ *   uvarint raw length) | one zstd frame of the n interleaved trees.
+ * Totals are readable without decompressing; similar trees compress together,
+ * the more when each column of every tree sits with the same column of the
+ * others (about a sixth smaller for a window of 35 small trees than each
+ * tree's three columns in turn).
  */
 #include "storage/store_int.h"
 
@@ -16,6 +25,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <zstd.h>
+
+#define PACKED_COLUMNS 0x80000000u
 
 struct fc_tree *fc_store_part_of(struct parts *ps, uint32_t series)
 {
@@ -61,6 +72,8 @@ bool fc_store_packed_parse(const uint8_t *data, size_t len, struct packed *p)
         return false;
     }
     memcpy(&hlen, data, 4);
+    p->columns = (hlen & PACKED_COLUMNS) != 0;
+    hlen &= ~PACKED_COLUMNS;
     if (hlen > len - 4) {
         return false;
     }
@@ -71,11 +84,14 @@ bool fc_store_packed_parse(const uint8_t *data, size_t len, struct packed *p)
     p->n = (uint32_t)n;
     p->series = fc_xcalloc(n + 1, sizeof(uint32_t));
     p->totals = fc_xcalloc(n + 1, sizeof(int64_t));
-    p->raw_lens = fc_xcalloc(n + 1, sizeof(uint64_t));
+    p->raw_lens = fc_xcalloc(3 * (n + 1), sizeof(uint64_t));
     for (uint64_t i = 0; i < n; i++) {
         uint64_t sid, total;
+        uint64_t *lens = p->columns ? &p->raw_lens[3 * i] : &p->raw_lens[i];
         if (fc_pb_varint(&r, &sid) != 0 || fc_pb_varint(&r, &total) != 0 ||
-            fc_pb_varint(&r, &p->raw_lens[i]) != 0 || sid > UINT32_MAX) {
+            fc_pb_varint(&r, &lens[0]) != 0 ||
+            (p->columns && (fc_pb_varint(&r, &lens[1]) != 0 || fc_pb_varint(&r, &lens[2]) != 0)) ||
+            sid > UINT32_MAX) {
             fc_store_packed_release(p);
             return false;
         }
@@ -84,6 +100,44 @@ bool fc_store_packed_parse(const uint8_t *data, size_t len, struct packed *p)
     }
     p->frame = data + 4 + hlen;
     p->frame_len = len - 4 - hlen;
+    return true;
+}
+
+/* The trees in columns of a decompressed frame (raw, size bytes) that `want` accepts. */
+static bool decode_columns(const struct packed *p, const uint8_t *raw, size_t size,
+                           bool (*want)(void *ctx, uint32_t series), void *ctx, struct parts *ps)
+{
+    size_t start[3] = {0, 0, 0}, at[3];
+    size_t total = 0;
+
+    /* Each column section's length, checked against the frame before any is read. */
+    for (int k = 0; k < 3; k++) {
+        start[k] = total;
+        for (uint32_t i = 0; i < p->n; i++) {
+            uint64_t len = p->raw_lens[3 * i + k];
+            if (len > size - total) {
+                return false;
+            }
+            total += (size_t)len;
+        }
+    }
+    if (total != size) {
+        return false;
+    }
+    memcpy(at, start, sizeof(at));
+    for (uint32_t i = 0; i < p->n; i++) {
+        const uint64_t *lens = &p->raw_lens[3 * i];
+        if (want == NULL || want(ctx, p->series[i])) {
+            struct fc_tree_columns c = {raw + at[0],     raw + at[1],     raw + at[2],
+                                        (size_t)lens[0], (size_t)lens[1], (size_t)lens[2]};
+            if (fc_tree_decode_columns_merge(fc_store_part_of(ps, p->series[i]), &c) != FC_OK) {
+                return false;
+            }
+        }
+        for (int k = 0; k < 3; k++) {
+            at[k] += (size_t)lens[k];
+        }
+    }
     return true;
 }
 
@@ -122,16 +176,20 @@ bool fc_store_packed_decode(const uint8_t *data, size_t len,
         fc_store_packed_release(&p);
         return false;
     }
-    for (uint32_t i = 0; i < p.n && ok; i++) {
-        if (p.raw_lens[i] > size - off) {
-            ok = false;
-            break;
+    if (p.columns) {
+        ok = decode_columns(&p, raw, (size_t)size, want, ctx, ps);
+    } else {
+        for (uint32_t i = 0; i < p.n && ok; i++) {
+            if (p.raw_lens[i] > size - off) {
+                ok = false;
+                break;
+            }
+            if (want == NULL || want(ctx, p.series[i])) {
+                ok = fc_tree_decode_raw_merge(fc_store_part_of(ps, p.series[i]), raw + off,
+                                              (size_t)p.raw_lens[i]) == FC_OK;
+            }
+            off += (size_t)p.raw_lens[i];
         }
-        if (want == NULL || want(ctx, p.series[i])) {
-            ok = fc_tree_decode_raw_merge(fc_store_part_of(ps, p.series[i]), raw + off,
-                                          (size_t)p.raw_lens[i]) == FC_OK;
-        }
-        off += (size_t)p.raw_lens[i];
     }
     free(raw);
     fc_store_packed_release(&p);
@@ -140,29 +198,40 @@ bool fc_store_packed_decode(const uint8_t *data, size_t len,
 
 int fc_store_packed_encode(const struct parts *ps, struct fc_buf *out)
 {
-    struct fc_buf header, raw;
+    struct fc_buf header, names, selfs, counts;
     uint32_t hlen;
     size_t bound, n;
     int rc;
 
     fc_buf_init(&header, 0);
-    fc_buf_init(&raw, 0);
+    fc_buf_init(&names, 0);
+    fc_buf_init(&selfs, 0);
+    fc_buf_init(&counts, 0);
     fc_pb_put_varint(&header, ps->n);
     for (uint32_t i = 0; i < ps->n; i++) {
-        size_t before = raw.len;
-        fc_tree_encode_raw(&ps->v[i].tree, &raw);
+        size_t n0 = names.len, s0 = selfs.len, c0 = counts.len;
+        fc_tree_encode_columns(&ps->v[i].tree, &names, &selfs, &counts);
         fc_pb_put_varint(&header, ps->v[i].series);
         fc_pb_put_varint(&header, (uint64_t)fc_tree_total(&ps->v[i].tree));
-        fc_pb_put_varint(&header, raw.len - before);
+        fc_pb_put_varint(&header, names.len - n0);
+        fc_pb_put_varint(&header, selfs.len - s0);
+        fc_pb_put_varint(&header, counts.len - c0);
     }
-    hlen = (uint32_t)header.len;
+    /* One frame: the name columns, then the selfs, then the counts. */
+    if (selfs.len > 0) {
+        fc_buf_append(&names, selfs.data, selfs.len);
+    }
+    if (counts.len > 0) {
+        fc_buf_append(&names, counts.data, counts.len);
+    }
+    hlen = (uint32_t)header.len | PACKED_COLUMNS;
     fc_buf_append(out, &hlen, 4);
     fc_buf_append(out, header.data, header.len);
-    bound = ZSTD_compressBound(raw.len);
+    bound = ZSTD_compressBound(names.len);
     rc = fc_buf_reserve(out, bound);
     if (rc == FC_OK) {
-        n = ZSTD_compress(out->data + out->len, bound, raw.data ? raw.data : (const uint8_t *)"",
-                          raw.len, 3);
+        n = ZSTD_compress(out->data + out->len, bound,
+                          names.data ? names.data : (const uint8_t *)"", names.len, 3);
         if (ZSTD_isError(n)) {
             rc = FC_EIO;
         } else {
@@ -170,7 +239,9 @@ int fc_store_packed_encode(const struct parts *ps, struct fc_buf *out)
         }
     }
     fc_buf_release(&header);
-    fc_buf_release(&raw);
+    fc_buf_release(&names);
+    fc_buf_release(&selfs);
+    fc_buf_release(&counts);
     return rc;
 }
 

@@ -211,7 +211,16 @@ void fc_tree_collapse(struct fc_tree *dst, const struct fc_tree *src, const uint
     work_release(&w);
 }
 
-/* Pre-order: uvarint(name) uvarint(self) uvarint(children), children follow. */
+/*
+ * Pre-order, each node uvarint(name) uvarint(self) uvarint(children), its
+ * children after it. Interleaved (fc_tree_encode_raw): one stream, node by
+ * node. Columns (fc_tree_encode_columns): the same three numbers as three
+ * streams, names first, then selfs, then child counts, each name the
+ * difference (mod 2^32) from its previous sibling's (children are sorted by
+ * name, so small) and the first child's from 0. Similar trees repeat long
+ * runs of names and counts that values would break if interleaved: zstd
+ * packs a window about a quarter smaller (docs/internals/store.md).
+ */
 static uint8_t *put_varint(uint8_t *p, uint64_t v)
 {
     while (v >= 0x80) {
@@ -222,24 +231,31 @@ static uint8_t *put_varint(uint8_t *p, uint64_t v)
     return p;
 }
 
-static void encode_tree(const struct fc_tree *t, struct fc_buf *out)
+/* Where each column is written (interleaved: all at names). */
+struct columns_out {
+    uint8_t *names, *selfs, *counts;
+};
+
+/*
+ * Walks t in pre-order and writes its columns; with `delta` the names are
+ * differences from the previous sibling's. A work item is a node index and,
+ * in its high 32 bits, the name of its previous sibling.
+ */
+static void walk_encode(const struct fc_tree *t, struct columns_out *o, bool interleaved,
+                        bool delta)
 {
     struct work w;
-    uint8_t *p;
 
-    /* At most 5 + 10 + 5 bytes a node: reserved once, written in place. */
-    if (fc_buf_reserve(out, (size_t)t->n * 20 + 1) != FC_OK) {
-        return; /* the buffer's limit: the caller sees no bytes added */
-    }
-    p = out->data + out->len;
     work_init(&w);
     work_push(&w, 0);
     while (w.n > 0) {
-        uint32_t i = (uint32_t)w.v[--w.n];
+        uint64_t item = w.v[--w.n];
+        uint32_t i = (uint32_t)item, prev_name = (uint32_t)(item >> 32);
         size_t first = w.n;
-        uint32_t n = 0;
+        uint32_t n = 0, last = 0;
         for (uint32_t c = t->nodes[i].first; c != 0; c = t->nodes[c].next) {
-            work_push(&w, c);
+            work_push(&w, (uint64_t)last << 32 | c);
+            last = t->nodes[c].name;
             n++;
         }
         /* Children were pushed in order: reverse them so the first is written first. */
@@ -248,13 +264,53 @@ static void encode_tree(const struct fc_tree *t, struct fc_buf *out)
             w.v[a] = w.v[b - 1];
             w.v[b - 1] = x;
         }
-        p = put_varint(p, t->nodes[i].name);
-        p = put_varint(p, (uint64_t)t->nodes[i].self);
-        p = put_varint(p, n);
+        {
+            uint32_t name = delta ? t->nodes[i].name - prev_name : t->nodes[i].name;
+            if (interleaved) {
+                o->names = put_varint(
+                    put_varint(put_varint(o->names, name), (uint64_t)t->nodes[i].self), n);
+            } else {
+                o->names = put_varint(o->names, name);
+                o->selfs = put_varint(o->selfs, (uint64_t)t->nodes[i].self);
+                o->counts = put_varint(o->counts, n);
+            }
+        }
     }
     work_release(&w);
-    out->len = (size_t)(p - out->data);
+}
+
+static void encode_tree(const struct fc_tree *t, struct fc_buf *out)
+{
+    struct columns_out o;
+
+    /* At most 5 + 10 + 5 bytes a node: reserved once, written in place. */
+    if (fc_buf_reserve(out, (size_t)t->n * 20 + 1) != FC_OK) {
+        return; /* the buffer's limit: the caller sees no bytes added */
+    }
+    o.names = o.selfs = o.counts = out->data + out->len;
+    walk_encode(t, &o, true, false);
+    out->len = (size_t)(o.names - out->data);
     out->data[out->len] = '\0';
+}
+
+void fc_tree_encode_columns(const struct fc_tree *t, struct fc_buf *names, struct fc_buf *selfs,
+                            struct fc_buf *counts)
+{
+    struct columns_out o;
+
+    /* At most 5, 10 and 5 bytes a node: reserved once, written in place. */
+    if (fc_buf_reserve(names, (size_t)t->n * 5 + 1) != FC_OK ||
+        fc_buf_reserve(selfs, (size_t)t->n * 10 + 1) != FC_OK ||
+        fc_buf_reserve(counts, (size_t)t->n * 5 + 1) != FC_OK) {
+        return;
+    }
+    o.names = names->data + names->len;
+    o.selfs = selfs->data + selfs->len;
+    o.counts = counts->data + counts->len;
+    walk_encode(t, &o, false, true);
+    names->len = (size_t)(o.names - names->data);
+    selfs->len = (size_t)(o.selfs - selfs->data);
+    counts->len = (size_t)(o.counts - counts->data);
 }
 
 void fc_tree_encode_raw(const struct fc_tree *t, struct fc_buf *out)
@@ -289,6 +345,7 @@ int fc_tree_encode(const struct fc_tree *t, struct fc_buf *out)
 struct open_node {
     uint32_t at;
     uint32_t prev; /* the child last merged into: children come sorted, one pass per sibling list */
+    uint32_t last_name; /* the name of the child last read (columns: names are differences) */
     uint64_t left;
     int64_t total;
 };
@@ -308,22 +365,29 @@ static void open_push(struct open_nodes *s, struct fc_tree *t, uint32_t at, int6
     t->nodes[at].self = fc_sat_add(t->nodes[at].self, self);
     s->v[s->n].at = at;
     s->v[s->n].prev = 0;
+    s->v[s->n].last_name = 0;
     s->v[s->n].left = children;
     s->v[s->n].total = self;
     s->n++;
 }
 
+/* Where each column is read from: the three are the same reader when interleaved. */
+struct columns_in {
+    struct fc_pb *names, *selfs, *counts;
+    bool delta; /* names are differences from the previous sibling's */
+};
+
 /*
- * Merges the serialization after the root's name into t. Iterative: the
- * depth is bounded only by the input's length (three bytes a node).
+ * Merges a serialization into t (the root's name already read). Iterative:
+ * the depth is bounded only by the input's length (three bytes a node).
  */
-static int decode_into(struct fc_tree *t, struct fc_pb *r)
+static int decode_into(struct fc_tree *t, const struct columns_in *in)
 {
     struct open_nodes open = {0};
     uint64_t self, n, name;
     int rc = FC_OK;
 
-    if (fc_pb_varint(r, &self) != 0 || fc_pb_varint(r, &n) != 0) {
+    if (fc_pb_varint(in->selfs, &self) != 0 || fc_pb_varint(in->counts, &n) != 0) {
         return FC_EPROTO;
     }
     open_push(&open, t, 0, (int64_t)self, n);
@@ -340,11 +404,15 @@ static int decode_into(struct fc_tree *t, struct fc_pb *r)
             continue;
         }
         top->left--;
-        if (fc_pb_varint(r, &name) != 0 || name > UINT32_MAX || fc_pb_varint(r, &self) != 0 ||
-            fc_pb_varint(r, &n) != 0) {
+        if (fc_pb_varint(in->names, &name) != 0 || name > UINT32_MAX ||
+            fc_pb_varint(in->selfs, &self) != 0 || fc_pb_varint(in->counts, &n) != 0) {
             rc = FC_EPROTO;
             break;
         }
+        if (in->delta) {
+            name = (uint32_t)(top->last_name + (uint32_t)name);
+        }
+        top->last_name = (uint32_t)name;
         /* top may move with open_push below, not here */
         c = child_from(t, top->at, &top->prev, (uint32_t)name);
         open_push(&open, t, c, (int64_t)self, n);
@@ -353,13 +421,33 @@ static int decode_into(struct fc_tree *t, struct fc_pb *r)
     return rc;
 }
 
+/* Decodes the interleaved serialization in r. */
+static int decode_interleaved(struct fc_tree *t, struct fc_pb *r)
+{
+    struct columns_in in = {r, r, r, false};
+    uint64_t root_name;
+
+    return fc_pb_varint(r, &root_name) == 0 ? decode_into(t, &in) : FC_EPROTO;
+}
+
 int fc_tree_decode_raw_merge(struct fc_tree *t, const uint8_t *data, size_t len)
 {
     struct fc_pb r;
-    uint64_t root_name;
 
     fc_pb_init(&r, data, len);
-    return fc_pb_varint(&r, &root_name) == 0 ? decode_into(t, &r) : FC_EPROTO;
+    return decode_interleaved(t, &r);
+}
+
+int fc_tree_decode_columns_merge(struct fc_tree *t, const struct fc_tree_columns *c)
+{
+    struct fc_pb names, selfs, counts;
+    struct columns_in in = {&names, &selfs, &counts, true};
+    uint64_t root_name;
+
+    fc_pb_init(&names, c->names, c->n_names);
+    fc_pb_init(&selfs, c->selfs, c->n_selfs);
+    fc_pb_init(&counts, c->counts, c->n_counts);
+    return fc_pb_varint(&names, &root_name) == 0 ? decode_into(t, &in) : FC_EPROTO;
 }
 
 int fc_tree_decode_merge(struct fc_tree *t, const uint8_t *data, size_t len, struct fc_error *err)
@@ -368,7 +456,6 @@ int fc_tree_decode_merge(struct fc_tree *t, const uint8_t *data, size_t len, str
     uint8_t *raw;
     size_t n;
     struct fc_pb r;
-    uint64_t root_name;
     int rc;
 
     if (size == ZSTD_CONTENTSIZE_ERROR || size == ZSTD_CONTENTSIZE_UNKNOWN || size > (1u << 30)) {
@@ -381,7 +468,7 @@ int fc_tree_decode_merge(struct fc_tree *t, const uint8_t *data, size_t len, str
         return fc_errorf(err, FC_EPROTO, "store: corrupt tree (%s)", ZSTD_getErrorName(n));
     }
     fc_pb_init(&r, raw, n);
-    rc = fc_pb_varint(&r, &root_name) == 0 ? decode_into(t, &r) : FC_EPROTO;
+    rc = decode_interleaved(t, &r);
     free(raw);
     return rc == FC_OK ? FC_OK : fc_errorf(err, FC_EPROTO, "store: corrupt tree");
 }

@@ -50,6 +50,19 @@ void fc_tree_collapse(struct fc_tree *dst, const struct fc_tree *src, const uint
 /* The serialization without compression (for packing several trees in one frame). */
 void fc_tree_encode_raw(const struct fc_tree *t, struct fc_buf *out);
 int fc_tree_decode_raw_merge(struct fc_tree *t, const uint8_t *data, size_t len);
+/*
+ * The same numbers as three columns, appended to three buffers: names (each
+ * the difference from the previous sibling's), selfs, child counts. What
+ * packed windows hold since format 7, every tree's names together, then
+ * every tree's selfs and counts: it compresses better (tree.c).
+ */
+struct fc_tree_columns {
+    const uint8_t *names, *selfs, *counts;
+    size_t n_names, n_selfs, n_counts;
+};
+void fc_tree_encode_columns(const struct fc_tree *t, struct fc_buf *names, struct fc_buf *selfs,
+                            struct fc_buf *counts);
+int fc_tree_decode_columns_merge(struct fc_tree *t, const struct fc_tree_columns *c);
 
 /* Appends the zstd-compressed serialization. */
 int fc_tree_encode(const struct fc_tree *t, struct fc_buf *out);

@@ -4,6 +4,7 @@
 #include "storage/store.h"
 
 #include <dirent.h>
+#include <lmdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,4 +93,28 @@ struct fc_store *fc_test_store_open(const char *dir, const char *name)
         abort();
     }
     return s;
+}
+
+uint32_t fc_test_store_format(const char *path)
+{
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi meta;
+    static char format_key[] = "\0format";
+    MDB_val k = {7, format_key}, v;
+    uint32_t version = 0;
+
+    if (mdb_env_create(&env) != 0 || mdb_env_set_maxdbs(env, 32) != 0 ||
+        mdb_env_open(env, path, MDB_RDONLY, 0644) != 0 ||
+        mdb_txn_begin(env, NULL, MDB_RDONLY, &txn) != 0) {
+        fprintf(stderr, "cannot read the store %s\n", path);
+        abort();
+    }
+    if (mdb_dbi_open(txn, "meta", 0, &meta) == 0 && mdb_get(txn, meta, &k, &v) == 0 &&
+        v.mv_size == 4) {
+        memcpy(&version, v.mv_data, 4);
+    }
+    mdb_txn_abort(txn);
+    mdb_env_close(env);
+    return version;
 }

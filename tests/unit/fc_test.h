@@ -23,5 +23,7 @@ int fc_test_diag_has(const struct fc_diag *d, const char *needle);
 struct fc_store;
 /* A store of its own in dir/name (sync: none); fails the test when it does not open. */
 struct fc_store *fc_test_store_open(const char *dir, const char *name);
+/* The on-disk format version a closed store at path says it has (LMDB read directly); 0: none. */
+uint32_t fc_test_store_format(const char *path);
 
 #endif

@@ -22,6 +22,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 #include <lmdb.h>
+#include <zstd.h>
 
 #include "core/buf.h"
 #include "exporters/store/store.h"
@@ -654,7 +655,7 @@ static void test_corrupt_window_is_skipped(void **state)
 /* A store written in another on-disk format is refused at open, never misread. */
 static void test_other_format_is_refused(void **state)
 {
-    static const uint8_t key[] = "\0format\x06\0"; /* the key, then le32 6 */
+    static const uint8_t key[] = "\0format\x07\0"; /* the key, then le32 7 */
     char sub[128], path[160];
     struct fc_store_options o = {0};
     struct fc_store *s2;
@@ -670,7 +671,10 @@ static void test_other_format_is_refused(void **state)
     fc_store_close(s2);
     /* The meta value (le32 version) follows its key in the LMDB leaf. */
     snprintf(path, sizeof(path), "%s/data.mdb", sub);
-    /* Format 5 (no log, no links) opens, and is marked 6 again. */
+    /* Format 6 (interleaved trees) opens, and is marked 7 again; so does 5 (no log, no links). */
+    assert_true(patch_file(path, key, sizeof(key) - 1, 7, 6) > 0);
+    assert_int_equal(fc_store_open(&o, &s2, &err), FC_OK);
+    fc_store_close(s2);
     assert_true(patch_file(path, key, sizeof(key) - 1, 7, 5) > 0);
     assert_int_equal(fc_store_open(&o, &s2, &err), FC_OK);
     fc_store_close(s2);
@@ -689,6 +693,21 @@ static uint64_t ref_uvarint(const uint8_t **p)
         v |= (uint64_t)(b & 0x7f) << shift;
         if (!(b & 0x80)) {
             return v;
+        }
+    }
+}
+
+/* The folded stacks of the first profile of b with their CPU time (its sample type 1). */
+static void ref_cpu_folded(const struct fc_batch *b, struct folded *want)
+{
+    static char line[1 << 16];
+
+    for (uint32_t i = 0; i < b->profiles[0].n_samples; i++) {
+        const struct fc_sample *smp = &b->profiles[0].samples[i];
+        int64_t value = fc_sample_value(&b->profiles[0], smp, 1);
+        if (value > 0) {
+            ref_stack(b, smp, line, sizeof(line));
+            add(want, line, value);
         }
     }
 }
@@ -724,7 +743,6 @@ static void test_names_of_format_3_still_read(void **state)
         size_t key_len, name_len;
     } renamed[4096];
     char *prefix = malloc(1 << 20);
-    static char line[1 << 16];
 
     (void)state;
     snprintf(sub, sizeof(sub), "%s/format3", dir);
@@ -788,14 +806,7 @@ static void test_names_of_format_3_still_read(void **state)
     assert_int_equal(fc_store_select_merge(s2, &q, &res, &stats, &err), FC_OK);
     prefix[0] = '\0';
     tree_to_folded(&res, 0, prefix, &got);
-    for (uint32_t i = 0; i < b->profiles[0].n_samples; i++) {
-        const struct fc_sample *smp = &b->profiles[0].samples[i];
-        int64_t value = fc_sample_value(&b->profiles[0], smp, 1);
-        if (value > 0) {
-            ref_stack(b, smp, line, sizeof(line));
-            add(&want, line, value);
-        }
-    }
+    ref_cpu_folded(b, &want);
     assert_same(&got, &want, "format 3");
     assert_int_equal(fc_tree_total(&res.tree), GO_CPU_TOTAL);
     /* The frames are names only: no file, no line. */
@@ -806,21 +817,246 @@ static void test_names_of_format_3_still_read(void **state)
     }
     fc_store_result_release(&res);
     fc_store_close(s2);
-    /* Marked format 6 at open: reopens, and an older build would refuse it. */
+    /* Marked format 7 at open: reopens, and an older build would refuse it. */
+    assert_int_equal(fc_test_store_format(sub), 7);
+    release(&got);
+    release(&want);
+    fc_selector_release(&sel);
+    fc_batch_unref(b);
+    free(prefix);
+}
+
+/* A uvarint, written here from the protobuf rule (7 bits a byte, low first). */
+static void ref_put_uvarint(struct fc_buf *b, uint64_t v)
+{
+    uint8_t x;
+    while (v >= 0x80) {
+        x = (uint8_t)(v | 0x80);
+        fc_buf_append(b, &x, 1);
+        v >>= 7;
+    }
+    x = (uint8_t)v;
+    fc_buf_append(b, &x, 1);
+}
+
+/* A tree as format 6 wrote it: pre-order, each node uvarint name, self, children. */
+static void ref_interleaved(const struct fc_tree *t, struct fc_buf *out)
+{
+    uint32_t *stack = malloc(((size_t)t->n + 1) * sizeof(uint32_t)), sp = 0;
+
+    stack[sp++] = 0;
+    while (sp > 0) {
+        uint32_t i = stack[--sp], n = 0, at;
+        for (uint32_t c = t->nodes[i].first; c != 0; c = t->nodes[c].next) {
+            n++;
+        }
+        ref_put_uvarint(out, t->nodes[i].name);
+        ref_put_uvarint(out, (uint64_t)t->nodes[i].self);
+        ref_put_uvarint(out, n);
+        /* Pushed last child first, so the first is written next. */
+        at = sp + n;
+        sp = at;
+        for (uint32_t c = t->nodes[i].first; c != 0; c = t->nodes[c].next) {
+            stack[--at] = c;
+        }
+    }
+    free(stack);
+}
+
+/*
+ * A store of format 6 holds its packed windows' trees interleaved (node by
+ * node: name, self, child count). Made here from a store of this build by
+ * rewriting every packed window in that layout (written by this test from
+ * docs/internals/store.md) and the version into 6: read exactly, marked 7;
+ * a profile written into such a window is merged with what it holds, and
+ * the window is then written in columns.
+ */
+static void test_interleaved_windows_of_format_6_still_read(void **state)
+{
+    char sub[128];
+    struct fc_store_options o = {0};
+    struct fc_store *s2;
+    struct fc_error err = {0};
+    struct fc_batch *b;
+    struct fc_selector sel;
+    struct fc_store_query q = {0};
+    struct fc_store_result res;
+    struct fc_store_stats stats;
+    struct folded got = {0}, want = {0};
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi node, meta;
+    MDB_cursor *c;
+    MDB_val k, v;
+    uint32_t version = 6, n_values = 0, n_columns = 0;
+    static char format_key[] = "\0format";
+    static struct {
+        uint8_t key[128];
+        size_t key_len;
+        struct fc_buf value;
+    } rewritten[512];
+    char *prefix = malloc(1 << 20);
+
+    (void)state;
+    snprintf(sub, sizeof(sub), "%s/format6", dir);
+    o.path = sub;
+    o.sync = FC_SYNC_NONE;
+    assert_int_equal(fc_store_open(&o, &s2, &err), FC_OK);
+    b = load("go-1s-cpu.pb.gz", 0, BASE, "anonymous");
+    assert_int_equal(fc_store_write(s2, &b, 1, &err), FC_OK);
+    fc_store_close(s2); /* flushed: level 0 and level 1 packed, the coarser levels linked */
+
+    assert_int_equal(mdb_env_create(&env), 0);
+    assert_int_equal(mdb_env_set_maxdbs(env, 32), 0);
+    assert_int_equal(mdb_env_open(env, sub, 0, 0644), 0);
+    assert_int_equal(mdb_txn_begin(env, NULL, 0, &txn), 0);
+    assert_int_equal(mdb_dbi_open(txn, "node", 0, &node), 0);
+    assert_int_equal(mdb_dbi_open(txn, "meta", 0, &meta), 0);
+    assert_int_equal(mdb_cursor_open(txn, node, &c), 0);
+    for (int g = mdb_cursor_get(c, &k, &v, MDB_FIRST); g == 0;
+         g = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+        const uint8_t *p = v.mv_data, *h;
+        uint32_t hlen, count;
+        struct fc_buf header, raw, *out;
+        uint8_t *frame;
+        size_t off = 0, size;
+        if (v.mv_size == 12 && memcmp(p, "\xff\xff\xff\xff", 4) == 0) {
+            continue; /* a link: no trees */
+        }
+        memcpy(&hlen, p, 4);
+        n_columns += (hlen & 0x80000000u) != 0;
+        hlen &= 0x7fffffffu;
+        h = p + 4;
+        count = (uint32_t)ref_uvarint(&h);
+        size = ZSTD_getFrameContentSize(p + 4 + hlen, v.mv_size - 4 - hlen);
+        frame = malloc(size + 1);
+        assert_int_equal(ZSTD_decompress(frame, size, p + 4 + hlen, v.mv_size - 4 - hlen), size);
+        fc_buf_init(&header, 0);
+        fc_buf_init(&raw, 0);
+        ref_put_uvarint(&header, count);
+        {
+            /* Format 7: per tree series, total and its three column lengths; the frame
+               holds every tree's names, then every tree's selfs, then their counts. */
+            uint64_t series[64], total[64], lens[64][3];
+            size_t at[3] = {0, 0, 0};
+            assert_true(count <= 64);
+            for (uint32_t i = 0; i < count; i++) {
+                series[i] = ref_uvarint(&h);
+                total[i] = ref_uvarint(&h);
+                for (int col = 0; col < 3; col++) {
+                    lens[i][col] = ref_uvarint(&h);
+                    at[col] += lens[i][col];
+                }
+            }
+            off = at[0] + at[1] + at[2];
+            at[2] = at[0] + at[1];
+            at[1] = at[0];
+            at[0] = 0;
+            for (uint32_t i = 0; i < count; i++) {
+                struct fc_tree t;
+                struct fc_tree_columns cols = {frame + at[0], frame + at[1], frame + at[2],
+                                               lens[i][0],    lens[i][1],    lens[i][2]};
+                size_t before = raw.len;
+                fc_tree_init(&t);
+                assert_int_equal(fc_tree_decode_columns_merge(&t, &cols), FC_OK);
+                assert_int_equal((uint64_t)fc_tree_total(&t), total[i]);
+                ref_interleaved(&t, &raw);
+                ref_put_uvarint(&header, series[i]);
+                ref_put_uvarint(&header, total[i]);
+                ref_put_uvarint(&header, raw.len - before);
+                fc_tree_release(&t);
+                for (int col = 0; col < 3; col++) {
+                    at[col] += lens[i][col];
+                }
+            }
+        }
+        assert_int_equal(off, size);
+        assert_true(n_values < 512);
+        memcpy(rewritten[n_values].key, k.mv_data, k.mv_size);
+        rewritten[n_values].key_len = k.mv_size;
+        out = &rewritten[n_values].value;
+        fc_buf_init(out, 0);
+        hlen = (uint32_t)header.len;
+        fc_buf_append(out, &hlen, 4);
+        fc_buf_append(out, header.data, header.len);
+        assert_int_equal(fc_buf_reserve(out, ZSTD_compressBound(raw.len)), FC_OK);
+        out->len +=
+            ZSTD_compress(out->data + out->len, ZSTD_compressBound(raw.len), raw.data, raw.len, 3);
+        fc_buf_release(&header);
+        fc_buf_release(&raw);
+        free(frame);
+        n_values++;
+    }
+    mdb_cursor_close(c);
+    assert_int_equal(n_values, 2);         /* the 10 s window and its 100 s window */
+    assert_int_equal(n_columns, n_values); /* this build writes columns */
+    for (uint32_t i = 0; i < n_values; i++) {
+        k.mv_data = rewritten[i].key;
+        k.mv_size = rewritten[i].key_len;
+        v.mv_data = rewritten[i].value.data;
+        v.mv_size = rewritten[i].value.len;
+        assert_int_equal(mdb_put(txn, node, &k, &v, 0), 0);
+        fc_buf_release(&rewritten[i].value);
+    }
+    k.mv_data = format_key;
+    k.mv_size = 7;
+    v.mv_data = &version;
+    v.mv_size = 4;
+    assert_int_equal(mdb_put(txn, meta, &k, &v, 0), 0);
+    assert_int_equal(mdb_txn_commit(txn), 0);
+    mdb_env_close(env);
+
+    ref_cpu_folded(b, &want);
+    assert_int_equal(fc_store_open(&o, &s2, &err), FC_OK);
+    assert_int_equal(fc_selector_parse("process_cpu:cpu:nanoseconds:cpu:nanoseconds{}", &sel, &err),
+                     FC_OK);
+    q.tenant = "anonymous";
+    q.selector = &sel;
+    for (int range = 0; range < 2; range++) {
+        /* The 10 s window, then a day: the 100 s window and the links above it. */
+        q.from_ns = BASE * 1000000000LL;
+        q.until_ns = (BASE + (range == 0 ? 10 : 86400)) * 1000000000LL;
+        assert_int_equal(fc_store_select_merge(s2, &q, &res, &stats, &err), FC_OK);
+        prefix[0] = '\0';
+        tree_to_folded(&res, 0, prefix, &got);
+        assert_same(&got, &want, "format 6");
+        assert_int_equal(fc_tree_total(&res.tree), GO_CPU_TOTAL);
+        release(&got);
+        memset(&got, 0, sizeof(got));
+        fc_store_result_release(&res);
+    }
+    /* The same profile again, into the interleaved windows: merged at the flush. */
+    assert_int_equal(fc_store_write(s2, &b, 1, &err), FC_OK);
+    assert_int_equal(fc_store_flush(s2, &err), FC_OK);
+    for (int range = 0; range < 2; range++) {
+        q.until_ns = (BASE + (range == 0 ? 10 : 86400)) * 1000000000LL;
+        assert_int_equal(fc_store_select_merge(s2, &q, &res, &stats, &err), FC_OK);
+        assert_int_equal(fc_tree_total(&res.tree), 2 * GO_CPU_TOTAL);
+        fc_store_result_release(&res);
+    }
+    fc_store_close(s2);
+
+    /* Marked 7; both windows written again, in columns. */
+    assert_int_equal(fc_test_store_format(sub), 7);
     assert_int_equal(mdb_env_create(&env), 0);
     assert_int_equal(mdb_env_set_maxdbs(env, 32), 0);
     assert_int_equal(mdb_env_open(env, sub, MDB_RDONLY, 0644), 0);
     assert_int_equal(mdb_txn_begin(env, NULL, MDB_RDONLY, &txn), 0);
-    assert_int_equal(mdb_dbi_open(txn, "meta", 0, &meta), 0);
-    k.mv_data = format_key;
-    k.mv_size = 7;
-    assert_int_equal(mdb_get(txn, meta, &k, &v), 0);
-    assert_int_equal(v.mv_size, 4);
-    memcpy(&version, v.mv_data, 4);
-    assert_int_equal(version, 6);
+    assert_int_equal(mdb_dbi_open(txn, "node", 0, &node), 0);
+    n_columns = 0;
+    assert_int_equal(mdb_cursor_open(txn, node, &c), 0);
+    for (int g = mdb_cursor_get(c, &k, &v, MDB_FIRST); g == 0;
+         g = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+        uint32_t hlen;
+        if (v.mv_size != 12) {
+            memcpy(&hlen, v.mv_data, 4);
+            n_columns += (hlen & 0x80000000u) != 0;
+        }
+    }
+    mdb_cursor_close(c);
+    assert_int_equal(n_columns, 2);
     mdb_txn_abort(txn);
     mdb_env_close(env);
-    release(&got);
     release(&want);
     fc_selector_release(&sel);
     fc_batch_unref(b);
@@ -1758,6 +1994,7 @@ int main(void)
         cmocka_unit_test(test_compaction_rounds_old_ranges_out_to_100s),
         cmocka_unit_test(test_other_format_is_refused),
         cmocka_unit_test(test_names_of_format_3_still_read),
+        cmocka_unit_test(test_interleaved_windows_of_format_6_still_read),
         cmocka_unit_test(test_tenants_do_not_mix),
         cmocka_unit_test(test_selector_errors),
         cmocka_unit_test(test_corrupt_window_is_skipped),
