@@ -36,8 +36,10 @@ const char *const fc_store_db_names[N_DBS] = {"sym",   "symid", "series", "sid",
  * a format 3 or 4 store gets them built at open. Format 6 adds the
  * write-ahead log (store_open.c: an older build would ignore what it holds)
  * and links (a coarse window standing for its only child): a format 5 store
- * has neither and is only marked. Every upgrade ends marked 6, which older
- * builds refuse rather than losing the log or misreading a link.
+ * has neither and is only marked. Format 7 writes packed windows' trees in
+ * columns (store_pack.c) and still reads the interleaved trees of format 6,
+ * which is only marked. Every upgrade ends marked 7, which older builds
+ * refuse rather than losing the log or misreading a link or a column.
  */
 #define FORMAT_VERSION 7
 #define FORMAT_NAMES_ONLY 3

@@ -166,7 +166,8 @@ bool fc_store_packed_decode(const uint8_t *data, size_t len,
         return true; /* nothing wanted here: no decompression */
     }
     size = ZSTD_getFrameContentSize(p.frame, p.frame_len);
-    if (size == ZSTD_CONTENTSIZE_ERROR || size == ZSTD_CONTENTSIZE_UNKNOWN || size > (1u << 30)) {
+    if (size == ZSTD_CONTENTSIZE_ERROR || size == ZSTD_CONTENTSIZE_UNKNOWN ||
+        size > fc_tree_max_raw(p.frame_len)) {
         fc_store_packed_release(&p);
         return false;
     }

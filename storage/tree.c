@@ -8,6 +8,13 @@
 #include <string.h>
 #include <zstd.h>
 
+size_t fc_tree_max_raw(size_t compressed)
+{
+    return compressed < FC_TREE_RAW_FLOOR / FC_TREE_MAX_RATIO ? FC_TREE_RAW_FLOOR
+           : compressed > (1u << 30) / FC_TREE_MAX_RATIO      ? (1u << 30)
+                                                              : compressed * FC_TREE_MAX_RATIO;
+}
+
 void fc_tree_init(struct fc_tree *t)
 {
     t->cap = 64;
@@ -346,6 +353,7 @@ struct open_node {
     uint32_t at;
     uint32_t prev; /* the child last merged into: children come sorted, one pass per sibling list */
     uint32_t last_name; /* the name of the child last read (columns: names are differences) */
+    bool named;         /* a child was read: the next one's name must be above last_name */
     uint64_t left;
     int64_t total;
 };
@@ -366,6 +374,7 @@ static void open_push(struct open_nodes *s, struct fc_tree *t, uint32_t at, int6
     s->v[s->n].at = at;
     s->v[s->n].prev = 0;
     s->v[s->n].last_name = 0;
+    s->v[s->n].named = false;
     s->v[s->n].left = children;
     s->v[s->n].total = self;
     s->n++;
@@ -412,6 +421,16 @@ static int decode_into(struct fc_tree *t, const struct columns_in *in)
         if (in->delta) {
             name = (uint32_t)(top->last_name + (uint32_t)name);
         }
+        /*
+         * Siblings are written in increasing name order (children are kept
+         * sorted): any other order is corrupt, and would make each child's
+         * place a scan from the first sibling, quadratic in a hostile list.
+         */
+        if (top->named && name <= top->last_name) {
+            rc = FC_EPROTO;
+            break;
+        }
+        top->named = true;
         top->last_name = (uint32_t)name;
         /* top may move with open_push below, not here */
         c = child_from(t, top->at, &top->prev, (uint32_t)name);
@@ -458,7 +477,8 @@ int fc_tree_decode_merge(struct fc_tree *t, const uint8_t *data, size_t len, str
     struct fc_pb r;
     int rc;
 
-    if (size == ZSTD_CONTENTSIZE_ERROR || size == ZSTD_CONTENTSIZE_UNKNOWN || size > (1u << 30)) {
+    if (size == ZSTD_CONTENTSIZE_ERROR || size == ZSTD_CONTENTSIZE_UNKNOWN ||
+        size > fc_tree_max_raw(len)) {
         return fc_errorf(err, FC_EPROTO, "store: corrupt tree (bad zstd frame)");
     }
     raw = fc_xmalloc(size ? size : 1);

@@ -64,6 +64,17 @@ void fc_tree_encode_columns(const struct fc_tree *t, struct fc_buf *names, struc
                             struct fc_buf *counts);
 int fc_tree_decode_columns_merge(struct fc_tree *t, const struct fc_tree_columns *c);
 
+/*
+ * The most bytes a stored tree (or packed window) of `compressed` bytes may
+ * decompress to: FC_TREE_MAX_RATIO times, at least FC_TREE_RAW_FLOOR, at
+ * most 1 GiB. Trees compress about 3-5x; a few bytes of hostile zstd can
+ * claim a gigabyte of one-child nodes (32 bytes of memory each for 3 bytes
+ * of input), so a frame claiming more is corrupt.
+ */
+#define FC_TREE_MAX_RATIO 1024
+#define FC_TREE_RAW_FLOOR (1u << 20)
+size_t fc_tree_max_raw(size_t compressed);
+
 /* Appends the zstd-compressed serialization. */
 int fc_tree_encode(const struct fc_tree *t, struct fc_buf *out);
 /* Decodes (and merges into t, which may hold data already). */

@@ -1384,6 +1384,85 @@ static uint32_t chain_depth(const struct fc_tree *t)
 
 #define DEEP 300000
 
+/*
+ * A packed window (format 7, docs/internals/store.md) of one tree that is a
+ * chain of `nodes` one-child nodes under the root, written here by hand:
+ * header with the columns bit, then one zstd frame of names (the first
+ * child's name is a difference from 0: 1 each), selfs (0) and counts.
+ */
+static void ref_chain_window(uint32_t nodes, struct fc_buf *out)
+{
+    size_t n = (size_t)nodes + 1; /* and the root */
+    uint8_t *raw = calloc(3 * n, 1);
+    struct fc_buf header;
+    uint32_t hlen;
+
+    for (size_t i = 0; i < n; i++) {
+        raw[i] = i == 0 ? 0 : 1;            /* names */
+        raw[2 * n + i] = i + 1 < n ? 1 : 0; /* counts; selfs stay 0 */
+    }
+    fc_buf_init(&header, 0);
+    ref_put_uvarint(&header, 1);
+    ref_put_uvarint(&header, 7); /* series */
+    ref_put_uvarint(&header, 0); /* total */
+    for (int col = 0; col < 3; col++) {
+        ref_put_uvarint(&header, n);
+    }
+    hlen = (uint32_t)header.len | 0x80000000u;
+    fc_buf_init(out, 0);
+    fc_buf_append(out, &hlen, 4);
+    fc_buf_append(out, header.data, header.len);
+    assert_int_equal(fc_buf_reserve(out, ZSTD_compressBound(3 * n)), FC_OK);
+    out->len += ZSTD_compress(out->data + out->len, ZSTD_compressBound(3 * n), raw, 3 * n, 19);
+    fc_buf_release(&header);
+    free(raw);
+}
+
+/*
+ * Stored trees that no encoder writes are refused, not decoded at any cost:
+ * siblings out of order or repeated (both layouts: each would make a merge
+ * a scan from the first sibling, quadratic in a hostile list), and a frame
+ * that decompresses past FC_TREE_MAX_RATIO times its size (a few hundred
+ * bytes claiming millions of nodes). A deep chain within the floor decodes.
+ */
+static void test_hostile_trees_refused(void **state)
+{
+    /* Interleaved: root (name, self, children), then each child (name 3/5, self 1, none). */
+    static const uint8_t sorted[] = {0, 0, 2, 3, 1, 0, 5, 1, 0};
+    static const uint8_t unsorted[] = {0, 0, 2, 5, 1, 0, 3, 1, 0};
+    static const uint8_t repeated[] = {0, 0, 2, 3, 1, 0, 3, 1, 0};
+    /* Columns: names (root, then differences 3 and 0: the same name twice), selfs, counts. */
+    static const uint8_t names[] = {0, 3, 0}, selfs[] = {0, 1, 1}, counts[] = {2, 0, 0};
+    struct fc_tree_columns dup = {names, selfs, counts, 3, 3, 3};
+    struct fc_tree t;
+    struct fc_buf v;
+    struct parts ps = {0};
+
+    (void)state;
+    fc_tree_init(&t);
+    assert_int_equal(fc_tree_decode_raw_merge(&t, sorted, sizeof(sorted)), FC_OK);
+    assert_int_equal(fc_tree_total(&t), 2);
+    assert_int_equal(fc_tree_decode_raw_merge(&t, unsorted, sizeof(unsorted)), FC_EPROTO);
+    assert_int_equal(fc_tree_decode_raw_merge(&t, repeated, sizeof(repeated)), FC_EPROTO);
+    assert_int_equal(fc_tree_decode_columns_merge(&t, &dup), FC_EPROTO);
+    fc_tree_release(&t);
+
+    /* 3,000,001 nodes: 9 MB of columns in a few hundred bytes of zstd. */
+    ref_chain_window(3000000, &v);
+    assert_true(v.len * FC_TREE_MAX_RATIO < 9000003);
+    assert_false(fc_store_packed_decode(v.data, v.len, NULL, NULL, &ps));
+    fc_store_parts_release(&ps);
+    fc_buf_release(&v);
+    /* 100,000 nodes deep: 300 KB, within the 1 MiB floor. */
+    ref_chain_window(100000, &v);
+    assert_true(fc_store_packed_decode(v.data, v.len, NULL, NULL, &ps));
+    assert_int_equal(ps.n, 1);
+    assert_int_equal(ps.v[0].series, 7);
+    assert_int_equal(ps.v[0].tree.n, 100001);
+    fc_store_parts_release(&ps);
+    fc_buf_release(&v);
+}
+
 /* One stack of 300,000 frames: written, merged (7 levels), encoded, decoded, queried. */
 static void test_deep_stack_round_trips(void **state)
 {
@@ -2000,6 +2079,7 @@ int main(void)
         cmocka_unit_test(test_corrupt_window_is_skipped),
         cmocka_unit_test(test_retention_deletes_old_windows_and_frees_pages),
         cmocka_unit_test(test_deep_stack_round_trips),
+        cmocka_unit_test(test_hostile_trees_refused),
         cmocka_unit_test(test_sums_saturate),
         cmocka_unit_test(test_series_step),
         cmocka_unit_test(test_full_store_recovers),
