@@ -149,7 +149,7 @@ bool fc_store_packed_decode(const uint8_t *data, size_t len,
                             bool (*want)(void *ctx, uint32_t series), void *ctx, struct parts *ps)
 {
     struct packed p;
-    unsigned long long size;
+    size_t size;
     uint8_t *raw;
     size_t off = 0;
     bool ok = true;
@@ -165,20 +165,12 @@ bool fc_store_packed_decode(const uint8_t *data, size_t len,
         fc_store_packed_release(&p);
         return true; /* nothing wanted here: no decompression */
     }
-    size = ZSTD_getFrameContentSize(p.frame, p.frame_len);
-    if (size == ZSTD_CONTENTSIZE_ERROR || size == ZSTD_CONTENTSIZE_UNKNOWN ||
-        size > fc_tree_max_raw(p.frame_len)) {
-        fc_store_packed_release(&p);
-        return false;
-    }
-    raw = fc_xmalloc(size ? size : 1);
-    if (ZSTD_isError(ZSTD_decompress(raw, size, p.frame, p.frame_len))) {
-        free(raw);
+    if ((raw = fc_tree_unzstd(p.frame, p.frame_len, &size)) == NULL) {
         fc_store_packed_release(&p);
         return false;
     }
     if (p.columns) {
-        ok = decode_columns(&p, raw, (size_t)size, want, ctx, ps);
+        ok = decode_columns(&p, raw, size, want, ctx, ps);
     } else {
         for (uint32_t i = 0; i < p.n && ok; i++) {
             if (p.raw_lens[i] > size - off) {

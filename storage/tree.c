@@ -238,18 +238,17 @@ static uint8_t *put_varint(uint8_t *p, uint64_t v)
     return p;
 }
 
-/* Where each column is written (interleaved: all at names). */
+/* Where each column is written (interleaved: all at names, the others unused). */
 struct columns_out {
     uint8_t *names, *selfs, *counts;
 };
 
 /*
- * Walks t in pre-order and writes its columns; with `delta` the names are
- * differences from the previous sibling's. A work item is a node index and,
- * in its high 32 bits, the name of its previous sibling.
+ * Walks t in pre-order and writes its numbers: interleaved at o->names, or
+ * in columns with names as differences from the previous sibling's. A work
+ * item is a node index and, in its high 32 bits, its previous sibling's name.
  */
-static void walk_encode(const struct fc_tree *t, struct columns_out *o, bool interleaved,
-                        bool delta)
+static void walk_encode(const struct fc_tree *t, struct columns_out *o, bool columns)
 {
     struct work w;
 
@@ -272,14 +271,14 @@ static void walk_encode(const struct fc_tree *t, struct columns_out *o, bool int
             w.v[b - 1] = x;
         }
         {
-            uint32_t name = delta ? t->nodes[i].name - prev_name : t->nodes[i].name;
-            if (interleaved) {
-                o->names = put_varint(
-                    put_varint(put_varint(o->names, name), (uint64_t)t->nodes[i].self), n);
-            } else {
-                o->names = put_varint(o->names, name);
+            uint32_t name = t->nodes[i].name;
+            if (columns) {
+                o->names = put_varint(o->names, name - prev_name);
                 o->selfs = put_varint(o->selfs, (uint64_t)t->nodes[i].self);
                 o->counts = put_varint(o->counts, n);
+            } else {
+                o->names = put_varint(
+                    put_varint(put_varint(o->names, name), (uint64_t)t->nodes[i].self), n);
             }
         }
     }
@@ -294,8 +293,9 @@ static void encode_tree(const struct fc_tree *t, struct fc_buf *out)
     if (fc_buf_reserve(out, (size_t)t->n * 20 + 1) != FC_OK) {
         return; /* the buffer's limit: the caller sees no bytes added */
     }
-    o.names = o.selfs = o.counts = out->data + out->len;
-    walk_encode(t, &o, true, false);
+    o.names = out->data + out->len;
+    o.selfs = o.counts = NULL;
+    walk_encode(t, &o, false);
     out->len = (size_t)(o.names - out->data);
     out->data[out->len] = '\0';
 }
@@ -314,7 +314,7 @@ void fc_tree_encode_columns(const struct fc_tree *t, struct fc_buf *names, struc
     o.names = names->data + names->len;
     o.selfs = selfs->data + selfs->len;
     o.counts = counts->data + counts->len;
-    walk_encode(t, &o, false, true);
+    walk_encode(t, &o, true);
     names->len = (size_t)(o.names - names->data);
     selfs->len = (size_t)(o.selfs - selfs->data);
     counts->len = (size_t)(o.counts - counts->data);
@@ -469,25 +469,35 @@ int fc_tree_decode_columns_merge(struct fc_tree *t, const struct fc_tree_columns
     return fc_pb_varint(&names, &root_name) == 0 ? decode_into(t, &in) : FC_EPROTO;
 }
 
+uint8_t *fc_tree_unzstd(const uint8_t *frame, size_t len, size_t *size)
+{
+    unsigned long long claimed = ZSTD_getFrameContentSize(frame, len);
+    uint8_t *raw;
+
+    if (claimed == ZSTD_CONTENTSIZE_ERROR || claimed == ZSTD_CONTENTSIZE_UNKNOWN ||
+        claimed > fc_tree_max_raw(len)) {
+        return NULL;
+    }
+    raw = fc_xmalloc(claimed ? claimed : 1);
+    if (ZSTD_isError(ZSTD_decompress(raw, claimed, frame, len))) {
+        free(raw);
+        return NULL;
+    }
+    *size = (size_t)claimed;
+    return raw;
+}
+
 int fc_tree_decode_merge(struct fc_tree *t, const uint8_t *data, size_t len, struct fc_error *err)
 {
-    unsigned long long size = ZSTD_getFrameContentSize(data, len);
-    uint8_t *raw;
-    size_t n;
+    size_t size;
+    uint8_t *raw = fc_tree_unzstd(data, len, &size);
     struct fc_pb r;
     int rc;
 
-    if (size == ZSTD_CONTENTSIZE_ERROR || size == ZSTD_CONTENTSIZE_UNKNOWN ||
-        size > fc_tree_max_raw(len)) {
+    if (raw == NULL) {
         return fc_errorf(err, FC_EPROTO, "store: corrupt tree (bad zstd frame)");
     }
-    raw = fc_xmalloc(size ? size : 1);
-    n = ZSTD_decompress(raw, size, data, len);
-    if (ZSTD_isError(n)) {
-        free(raw);
-        return fc_errorf(err, FC_EPROTO, "store: corrupt tree (%s)", ZSTD_getErrorName(n));
-    }
-    fc_pb_init(&r, raw, n);
+    fc_pb_init(&r, raw, size);
     rc = decode_interleaved(t, &r);
     free(raw);
     return rc == FC_OK ? FC_OK : fc_errorf(err, FC_EPROTO, "store: corrupt tree");

@@ -74,6 +74,11 @@ int fc_tree_decode_columns_merge(struct fc_tree *t, const struct fc_tree_columns
 #define FC_TREE_MAX_RATIO 1024
 #define FC_TREE_RAW_FLOOR (1u << 20)
 size_t fc_tree_max_raw(size_t compressed);
+/*
+ * The content of a stored zstd frame of len bytes, malloc'd (*size bytes);
+ * NULL when the frame is corrupt or claims more than fc_tree_max_raw(len).
+ */
+uint8_t *fc_tree_unzstd(const uint8_t *frame, size_t len, size_t *size);
 
 /* Appends the zstd-compressed serialization. */
 int fc_tree_encode(const struct fc_tree *t, struct fc_buf *out);

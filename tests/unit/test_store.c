@@ -712,6 +712,43 @@ static void ref_cpu_folded(const struct fc_batch *b, struct folded *want)
     }
 }
 
+/* A store in dir/name holding go-1s-cpu at BASE (tenant anonymous), closed; its batch. */
+static struct fc_batch *store_go_cpu(const char *name, char *sub, size_t size,
+                                     struct fc_store_options *o)
+{
+    struct fc_store *s2;
+    struct fc_error err = {0};
+    struct fc_batch *b = load("go-1s-cpu.pb.gz", 0, BASE, "anonymous");
+
+    snprintf(sub, size, "%s/%s", dir, name);
+    o->path = sub;
+    o->sync = FC_SYNC_NONE;
+    assert_int_equal(fc_store_open(o, &s2, &err), FC_OK);
+    assert_int_equal(fc_store_write(s2, &b, 1, &err), FC_OK);
+    fc_store_close(s2);
+    return b;
+}
+
+/* The LMDB environment of a closed store and a transaction on it (flags: 0 or MDB_RDONLY). */
+static void lmdb_begin(const char *sub, unsigned flags, MDB_env **env, MDB_txn **txn)
+{
+    assert_int_equal(mdb_env_create(env), 0);
+    assert_int_equal(mdb_env_set_maxdbs(*env, 32), 0);
+    assert_int_equal(mdb_env_open(*env, sub, flags, 0644), 0);
+    assert_int_equal(mdb_txn_begin(*env, NULL, flags, txn), 0);
+}
+
+/* Writes the on-disk format version into meta, commits and closes. */
+static void lmdb_commit_format(MDB_env *env, MDB_txn *txn, MDB_dbi meta, uint32_t version)
+{
+    static char format_key[] = "\0format";
+    MDB_val k = {7, format_key}, v = {4, &version};
+
+    assert_int_equal(mdb_put(txn, meta, &k, &v, 0), 0);
+    assert_int_equal(mdb_txn_commit(txn), 0);
+    mdb_env_close(env);
+}
+
 /*
  * A store written by format 3 (symbols were plain names) is read, and marked
  * format 5: made here from a store of this build by rewriting, in LMDB itself,
@@ -736,7 +773,6 @@ static void test_names_of_format_3_still_read(void **state)
     MDB_cursor *c;
     MDB_val k, v;
     uint32_t version = 3, records = 0;
-    static char format_key[] = "\0format";
     static struct {
         uint8_t key[64];
         char name[4096];
@@ -745,18 +781,8 @@ static void test_names_of_format_3_still_read(void **state)
     char *prefix = malloc(1 << 20);
 
     (void)state;
-    snprintf(sub, sizeof(sub), "%s/format3", dir);
-    o.path = sub;
-    o.sync = FC_SYNC_NONE;
-    assert_int_equal(fc_store_open(&o, &s2, &err), FC_OK);
-    b = load("go-1s-cpu.pb.gz", 0, BASE, "anonymous");
-    assert_int_equal(fc_store_write(s2, &b, 1, &err), FC_OK);
-    fc_store_close(s2);
-
-    assert_int_equal(mdb_env_create(&env), 0);
-    assert_int_equal(mdb_env_set_maxdbs(env, 32), 0);
-    assert_int_equal(mdb_env_open(env, sub, 0, 0644), 0);
-    assert_int_equal(mdb_txn_begin(env, NULL, 0, &txn), 0);
+    b = store_go_cpu("format3", sub, sizeof(sub), &o);
+    lmdb_begin(sub, 0, &env, &txn);
     assert_int_equal(mdb_dbi_open(txn, "symid", 0, &symid), 0);
     assert_int_equal(mdb_dbi_open(txn, "meta", 0, &meta), 0);
     assert_int_equal(mdb_cursor_open(txn, symid, &c), 0);
@@ -788,13 +814,7 @@ static void test_names_of_format_3_still_read(void **state)
         assert_int_equal(mdb_put(txn, symid, &k, &v, 0), 0);
     }
     assert_true(records > 100); /* Go frames have files and lines: records, not names */
-    k.mv_data = format_key;
-    k.mv_size = 7;
-    v.mv_data = &version;
-    v.mv_size = 4;
-    assert_int_equal(mdb_put(txn, meta, &k, &v, 0), 0);
-    assert_int_equal(mdb_txn_commit(txn), 0);
-    mdb_env_close(env);
+    lmdb_commit_format(env, txn, meta, version);
 
     assert_int_equal(fc_store_open(&o, &s2, &err), FC_OK);
     assert_int_equal(fc_selector_parse("process_cpu:cpu:nanoseconds:cpu:nanoseconds{}", &sel, &err),
@@ -889,7 +909,6 @@ static void test_interleaved_windows_of_format_6_still_read(void **state)
     MDB_cursor *c;
     MDB_val k, v;
     uint32_t version = 6, n_values = 0, n_columns = 0;
-    static char format_key[] = "\0format";
     static struct {
         uint8_t key[128];
         size_t key_len;
@@ -898,18 +917,9 @@ static void test_interleaved_windows_of_format_6_still_read(void **state)
     char *prefix = malloc(1 << 20);
 
     (void)state;
-    snprintf(sub, sizeof(sub), "%s/format6", dir);
-    o.path = sub;
-    o.sync = FC_SYNC_NONE;
-    assert_int_equal(fc_store_open(&o, &s2, &err), FC_OK);
-    b = load("go-1s-cpu.pb.gz", 0, BASE, "anonymous");
-    assert_int_equal(fc_store_write(s2, &b, 1, &err), FC_OK);
-    fc_store_close(s2); /* flushed: level 0 and level 1 packed, the coarser levels linked */
-
-    assert_int_equal(mdb_env_create(&env), 0);
-    assert_int_equal(mdb_env_set_maxdbs(env, 32), 0);
-    assert_int_equal(mdb_env_open(env, sub, 0, 0644), 0);
-    assert_int_equal(mdb_txn_begin(env, NULL, 0, &txn), 0);
+    /* Closed, so flushed: level 0 and level 1 packed, the coarser levels linked. */
+    b = store_go_cpu("format6", sub, sizeof(sub), &o);
+    lmdb_begin(sub, 0, &env, &txn);
     assert_int_equal(mdb_dbi_open(txn, "node", 0, &node), 0);
     assert_int_equal(mdb_dbi_open(txn, "meta", 0, &meta), 0);
     assert_int_equal(mdb_cursor_open(txn, node, &c), 0);
@@ -998,13 +1008,7 @@ static void test_interleaved_windows_of_format_6_still_read(void **state)
         assert_int_equal(mdb_put(txn, node, &k, &v, 0), 0);
         fc_buf_release(&rewritten[i].value);
     }
-    k.mv_data = format_key;
-    k.mv_size = 7;
-    v.mv_data = &version;
-    v.mv_size = 4;
-    assert_int_equal(mdb_put(txn, meta, &k, &v, 0), 0);
-    assert_int_equal(mdb_txn_commit(txn), 0);
-    mdb_env_close(env);
+    lmdb_commit_format(env, txn, meta, version);
 
     ref_cpu_folded(b, &want);
     assert_int_equal(fc_store_open(&o, &s2, &err), FC_OK);
@@ -1038,10 +1042,7 @@ static void test_interleaved_windows_of_format_6_still_read(void **state)
 
     /* Marked 7; both windows written again, in columns. */
     assert_int_equal(fc_test_store_format(sub), 7);
-    assert_int_equal(mdb_env_create(&env), 0);
-    assert_int_equal(mdb_env_set_maxdbs(env, 32), 0);
-    assert_int_equal(mdb_env_open(env, sub, MDB_RDONLY, 0644), 0);
-    assert_int_equal(mdb_txn_begin(env, NULL, MDB_RDONLY, &txn), 0);
+    lmdb_begin(sub, MDB_RDONLY, &env, &txn);
     assert_int_equal(mdb_dbi_open(txn, "node", 0, &node), 0);
     n_columns = 0;
     assert_int_equal(mdb_cursor_open(txn, node, &c), 0);
