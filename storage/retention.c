@@ -13,6 +13,7 @@
 #include "core/mem.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define DELETE_CHUNK 16384
@@ -257,19 +258,62 @@ int fc_store_compact_before(struct fc_store *s, int64_t cutoff_s, uint64_t *dele
 }
 
 /*
- * What the node table spans: the oldest start of a 10 s or 100 s window
- * (compacted data has no 10 s windows left) and of any window (INT64_MAX
- * when there are none), and the latest end of any window (INT64_MIN).
+ * What the node table holds, in one scan: the oldest start of a 10 s or
+ * 100 s window (compacted data has no 10 s windows left) and of any window
+ * (INT64_MAX when there are none), the latest end of any window
+ * (INT64_MIN), and, when
+ * ends is not NULL, the distinct ends of the 10 s and 100 s windows, sorted.
  */
-static void stored_span(struct fc_store *s, int64_t *oldest_fine, int64_t *oldest_any,
-                        int64_t *newest_end)
+struct span {
+    int64_t oldest_fine, oldest_any, newest_end;
+    int64_t *ends; /* owned by the caller when asked for */
+    size_t n_ends, cap_ends;
+};
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+
+    return (x > y) - (x < y);
+}
+
+static void sort_unique(struct span *sp)
+{
+    size_t k = 0;
+
+    if (sp->n_ends == 0) {
+        return; /* ends may still be NULL: qsort wants an array */
+    }
+    qsort(sp->ends, sp->n_ends, sizeof(*sp->ends), cmp_i64);
+    for (size_t i = 0; i < sp->n_ends; i++) {
+        if (k == 0 || sp->ends[k - 1] != sp->ends[i]) {
+            sp->ends[k++] = sp->ends[i];
+        }
+    }
+    sp->n_ends = k;
+}
+
+/* Every pod repeats the same ends: deduplicated whenever the array fills, grown only if still full.
+ */
+static void add_end(struct span *sp, int64_t end)
+{
+    if (sp->n_ends == sp->cap_ends) {
+        sort_unique(sp);
+        if (sp->cap_ends == 0 || sp->n_ends * 2 > sp->cap_ends) {
+            sp->cap_ends = sp->cap_ends ? sp->cap_ends * 2 : 1024;
+            sp->ends = fc_xrealloc(sp->ends, sp->cap_ends * sizeof(*sp->ends));
+        }
+    }
+    sp->ends[sp->n_ends++] = end;
+}
+
+static void stored_span(struct fc_store *s, struct span *sp, bool want_ends)
 {
     MDB_txn *txn;
     MDB_cursor *c;
     MDB_val kv, v;
 
-    *oldest_fine = *oldest_any = INT64_MAX;
-    *newest_end = INT64_MIN;
+    *sp = (struct span){INT64_MAX, INT64_MAX, INT64_MIN, NULL, 0, 0};
     if (mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn) != 0) {
         return;
     }
@@ -277,30 +321,35 @@ static void stored_span(struct fc_store *s, int64_t *oldest_fine, int64_t *oldes
         for (int g = mdb_cursor_get(c, &kv, &v, MDB_FIRST); g == 0;
              g = mdb_cursor_get(c, &kv, &v, MDB_NEXT)) {
             int level;
-            int64_t window;
+            int64_t window, end;
             if (!node_key_parts(&kv, &level, &window)) {
                 continue;
             }
-            if (level <= 1 && window < *oldest_fine) {
-                *oldest_fine = window;
+            end = window + fc_store_level_secs[level];
+            if (level <= 1 && window < sp->oldest_fine) {
+                sp->oldest_fine = window;
             }
-            if (window < *oldest_any) {
-                *oldest_any = window;
+            if (level <= 1 && want_ends) {
+                add_end(sp, end);
             }
-            if (window + fc_store_level_secs[level] > *newest_end) {
-                *newest_end = window + fc_store_level_secs[level];
-            }
+            sp->oldest_any = window < sp->oldest_any ? window : sp->oldest_any;
+            sp->newest_end = end > sp->newest_end ? end : sp->newest_end;
         }
         mdb_cursor_close(c);
     }
     mdb_txn_abort(txn);
+    if (want_ends) {
+        sort_unique(sp);
+    }
 }
 
 int64_t fc_store_oldest(struct fc_store *s)
 {
-    int64_t fine, any, newest_end;
+    struct span sp;
+    int64_t fine;
 
-    stored_span(s, &fine, &any, &newest_end);
+    stored_span(s, &sp, false);
+    fine = sp.oldest_fine;
     /* And the open windows (written, not flushed yet). */
     pthread_rwlock_rdlock(&s->open.lock);
     for (uint32_t i = 0; i < s->open.n; i++) {
@@ -310,59 +359,55 @@ int64_t fc_store_oldest(struct fc_store *s)
     return fine;
 }
 
-/* Deletes windows ending by ever later cutoffs, a 64th of [cutoff, limit) at a time. */
-static int trim_until(struct fc_store *s, int64_t *cutoff, int64_t limit, int64_t low,
-                      int64_t *used, uint64_t *deleted, struct fc_error *err)
+/* One retention step: every window ending by cutoff deleted, and the bytes now used. */
+static int trim_to(struct fc_store *s, int64_t cutoff, int64_t *used, uint64_t *deleted,
+                   struct fc_error *err)
 {
-    int64_t step = ((limit - *cutoff) / 64 + 9) / 10 * 10;
+    uint64_t n = 0;
+    int rc = fc_store_delete_before(s, cutoff, &n, err);
 
-    step = step < 10 ? 10 : step;
-    while (*used > low && *cutoff < limit) {
-        uint64_t n = 0;
-        int rc;
-        *cutoff = limit - *cutoff > step ? *cutoff + step : limit;
-        if ((rc = fc_store_delete_before(s, *cutoff, &n, err)) != FC_OK) {
-            return rc;
-        }
-        *deleted += n;
-        *used = fc_store_used_bytes(s);
-    }
-    return FC_OK;
+    *deleted += n;
+    *used = fc_store_used_bytes(s);
+    return rc;
 }
 
-int fc_store_trim(struct fc_store *s, int64_t high, int64_t low, int64_t now_s, uint64_t *deleted,
+/*
+ * Oldest first until used is at most low. The steps are a 64th of the 10 s
+ * and 100 s windows each (by count, not by time: the data may sit in one
+ * hour of a year, or be future-dated, and a 64th of the time would take it
+ * all, the newest too, in one step). Past every such window, what is left
+ * is coarse: a 64th of the time up to where the last one ends.
+ */
+int fc_store_trim(struct fc_store *s, int64_t high, int64_t low, uint64_t *deleted,
                   struct fc_error *err)
 {
-    int64_t used = fc_store_used_bytes(s);
-    int64_t cutoff, oldest_any, newest_end;
-    int rc;
+    int64_t used = fc_store_used_bytes(s), cutoff = INT64_MIN;
+    struct span sp;
+    size_t stride;
+    int rc = FC_OK;
 
     *deleted = 0;
     if (used <= high) {
         return FC_OK;
     }
-    stored_span(s, &cutoff, &oldest_any, &newest_end);
-    if (cutoff == INT64_MAX) {
-        cutoff = oldest_any; /* only coarse windows left */
+    stored_span(s, &sp, true);
+    stride = sp.n_ends / 64 > 0 ? sp.n_ends / 64 : 1;
+    for (size_t i = 0; rc == FC_OK && used > low && i < sp.n_ends; i += stride) {
+        size_t last = i + stride - 1 < sp.n_ends ? i + stride - 1 : sp.n_ends - 1;
+        cutoff = sp.ends[last];
+        rc = trim_to(s, cutoff, &used, deleted, err);
     }
-    if (cutoff == INT64_MAX) {
-        return FC_OK;
+    free(sp.ends);
+    if (rc == FC_OK && used > low && sp.newest_end != INT64_MIN) {
+        int64_t from = cutoff != INT64_MIN ? cutoff : sp.oldest_any;
+        int64_t step = ((sp.newest_end - from) / 64 + 9) / 10 * 10;
+        step = step < 10 ? 10 : step;
+        while (rc == FC_OK && used > low && from < sp.newest_end) {
+            from = sp.newest_end - from > step ? from + step : sp.newest_end;
+            rc = trim_to(s, from, &used, deleted, err);
+        }
     }
-    /* Oldest first, up to now. */
-    if (cutoff < now_s && (rc = trim_until(s, &cutoff, now_s, low, &used, deleted, err)) != FC_OK) {
-        return rc;
-    }
-    /*
-     * Still over: what is left is future-dated, or windows that have not ended yet.
-     * Deleting them (still oldest first) beats a store that refuses every write for ever.
-     */
-    if (cutoff < now_s) {
-        cutoff = now_s;
-    }
-    if (used > low && cutoff < newest_end) {
-        return trim_until(s, &cutoff, newest_end, low, &used, deleted, err);
-    }
-    return FC_OK;
+    return rc;
 }
 
 int64_t fc_store_used_bytes(struct fc_store *s)

@@ -214,10 +214,12 @@ int fc_store_delete_before(struct fc_store *s, int64_t cutoff_s, uint64_t *delet
 int fc_store_compact_before(struct fc_store *s, int64_t cutoff_s, uint64_t *deleted,
                             struct fc_error *err);
 /*
- * Retention by size: past `high` bytes in use, deletes the oldest data an
- * hour at a time (never past now_s) until at most `low` are in use.
+ * Retention by size: past `high` bytes in use, deletes the oldest windows,
+ * a 64th of the 10 s and 100 s windows at a time, until at most `low` bytes
+ * are in use. Future-dated windows go last, but they go: a store full of
+ * them would otherwise refuse every write.
  */
-int fc_store_trim(struct fc_store *s, int64_t high, int64_t low, int64_t now_s, uint64_t *deleted,
+int fc_store_trim(struct fc_store *s, int64_t high, int64_t low, uint64_t *deleted,
                   struct fc_error *err);
 /*
  * The start of the oldest 10 s or 100 s window stored or open (any tenant),

@@ -220,9 +220,8 @@ static void retention_pass(struct store_exporter *x)
                                 &err) == FC_OK) {
         total += deleted;
     }
-    if (x->cfg->max_size > 0 &&
-        fc_store_trim(x->store, x->cfg->max_size / 10 * 9, x->cfg->max_size / 10 * 8, now_s,
-                      &deleted, &err) == FC_OK) {
+    if (x->cfg->max_size > 0 && fc_store_trim(x->store, x->cfg->max_size / 10 * 9,
+                                              x->cfg->max_size / 10 * 8, &deleted, &err) == FC_OK) {
         total += deleted;
     }
     if (err.code != FC_OK) {

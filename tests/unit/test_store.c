@@ -1238,15 +1238,56 @@ static void test_trim_deletes_oldest_hours_down_to_low(void **state)
     assert_int_equal(fc_store_flush(s2, &err), FC_OK); /* the open windows take pages too */
     used = fc_store_used_bytes(s2);
     /* Under the high mark: nothing happens. */
-    assert_int_equal(fc_store_trim(s2, used, used / 2, end, &deleted, &err), FC_OK);
+    assert_int_equal(fc_store_trim(s2, used, used / 2, &deleted, &err), FC_OK);
     assert_int_equal(deleted, 0);
     assert_int_equal(fc_store_oldest(s2), BASE);
-    assert_int_equal(fc_store_trim(s2, used * 6 / 10, used / 2, end, &deleted, &err), FC_OK);
+    assert_int_equal(fc_store_trim(s2, used * 6 / 10, used / 2, &deleted, &err), FC_OK);
     assert_true(deleted > 0);
     assert_true(fc_store_used_bytes(s2) <= used / 2);
     assert_true(fc_store_oldest(s2) > BASE);
     assert_int_equal(range_total(s2, &q, BASE, BASE + 60), 0);         /* the oldest went first */
     assert_int_equal(range_total(s2, &q, end - 3600, end), last_hour); /* the newest stayed */
+    fc_selector_release(&sel);
+    fc_store_close(s2);
+}
+
+/*
+ * max_size with data lopsided in time: one profile 300 days old, the rest in
+ * one hour. The steps are by windows, not by time: a 64th of those 300 days
+ * would take the whole hour, its newest profile too, in one step.
+ */
+static void test_trim_steps_by_windows_not_time(void **state)
+{
+    struct fc_store *s2 = open_sub("trim-lopsided");
+    struct fc_error err = {0};
+    struct fc_selector sel;
+    struct fc_store_query q = {0};
+    const int64_t old = BASE - 300 * 86400, last = BASE + 47 * 60;
+    int64_t used, newest;
+    uint64_t deleted = 0;
+
+    (void)state;
+    for (int k = -1; k < 48; k++) {
+        struct fc_batch *b = load("go-1s-cpu.pb.gz", 0, k < 0 ? old : BASE + k * 60, "lop");
+        assert_int_equal(fc_store_write(s2, &b, 1, &err), FC_OK);
+        fc_batch_unref(b);
+    }
+    assert_int_equal(fc_selector_parse("process_cpu:cpu:nanoseconds:cpu:nanoseconds{}", &sel, &err),
+                     FC_OK);
+    q.tenant = "lop";
+    q.selector = &sel;
+    newest = range_total(s2, &q, last, last + 10);
+    assert_true(newest > 0);
+    assert_int_equal(range_total(s2, &q, BASE, BASE + 10), newest); /* the same profile each time */
+    assert_int_equal(fc_store_flush(s2, &err), FC_OK);
+    used = fc_store_used_bytes(s2);
+    assert_int_equal(fc_store_trim(s2, used * 9 / 10, used * 3 / 4, &deleted, &err), FC_OK);
+    assert_true(deleted > 0);
+    assert_true(fc_store_used_bytes(s2) <= used * 3 / 4);
+    assert_int_equal(range_total(s2, &q, old, old + 10), 0);        /* the oldest went first */
+    assert_int_equal(range_total(s2, &q, BASE, BASE + 10), 0);      /* then the hour's first */
+    assert_int_equal(range_total(s2, &q, last, last + 10), newest); /* the newest stayed */
+    assert_int_equal(range_total(s2, &q, last - 60, last - 50), newest);
     fc_selector_release(&sel);
     fc_store_close(s2);
 }
@@ -1672,7 +1713,7 @@ static void test_full_store_recovers(void **state)
     q.tenant = "lim";
     q.selector = &sel;
     assert_int_equal(range_total(s2, &q, BASE, BASE + 10), 200);
-    assert_int_equal(fc_store_trim(s2, max / 10 * 9, max / 10 * 8, t, &deleted, &err), FC_OK);
+    assert_int_equal(fc_store_trim(s2, max / 10 * 9, max / 10 * 8, &deleted, &err), FC_OK);
     assert_true(deleted > 0);
     assert_false(fc_store_full(s2));
     assert_true(fc_store_used_bytes(s2) <= max / 10 * 8);
@@ -2071,6 +2112,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_oracle),
         cmocka_unit_test(test_trim_deletes_oldest_hours_down_to_low),
+        cmocka_unit_test(test_trim_steps_by_windows_not_time),
         cmocka_unit_test(test_compaction_rounds_old_ranges_out_to_100s),
         cmocka_unit_test(test_other_format_is_refused),
         cmocka_unit_test(test_names_of_format_3_still_read),
