@@ -38,14 +38,18 @@ const char *const fc_store_db_names[N_DBS] = {"sym",   "symid", "series", "sid",
  * and links (a coarse window standing for its only child): a format 5 store
  * has neither and is only marked. Format 7 writes packed windows' trees in
  * columns (store_pack.c) and still reads the interleaved trees of format 6,
- * which is only marked. Every upgrade ends marked 7, which older builds
- * refuse rather than losing the log or misreading a link or a column.
+ * which is only marked. Format 8 writes postings in chunks of ids
+ * (store_write.c posting_add) and still reads format 7's one id per key,
+ * which is only marked. Every upgrade ends marked 8, which older builds
+ * refuse rather than losing the log or misreading a link, a column or a
+ * chunk.
  */
-#define FORMAT_VERSION 7
+#define FORMAT_VERSION 8
 #define FORMAT_NAMES_ONLY 3
 #define FORMAT_NO_SERVICES 4 /* format 5 adds the service aggregates (store_service.c) */
 #define FORMAT_NO_LOG 5      /* format 6 adds the write-ahead log and links */
 #define FORMAT_INTERLEAVED 6 /* format 7 writes packed windows' trees in columns */
+#define FORMAT_ONE_POSTING 7 /* format 8 writes postings in chunks of ids */
 static const char format_key[] = "\0format";
 const char fc_store_coarse_key[15] = "\0coarse_before";
 _Thread_local int fc_store_last_lmdb_rc;
@@ -112,9 +116,9 @@ static int lock_dir(struct fc_store *s, struct fc_error *err)
  * A store of format 3 or 4 (no service aggregates) is upgraded in the open
  * transaction: the aggregates built from its windows (build), then marked
  * with this format (so that an older build refuses it rather than ignoring
- * the aggregates or the log); a format 5 or 6 store is only marked (its
- * windows in interleaved trees stay readable; an older build would misread
- * the columns this one writes).
+ * the aggregates or the log); a format 5, 6 or 7 store is only marked (its
+ * windows in interleaved trees and its one-id postings stay readable; an
+ * older build would misread the columns and chunks this one writes).
  */
 static int upgrade(struct fc_store *s, MDB_txn *txn, MDB_val *kv, bool build, struct fc_error *err)
 {
@@ -200,7 +204,8 @@ int fc_store_open(const struct fc_store_options *o, struct fc_store **out, struc
             rc = upgrade(s, txn, &kv, true, err);
         } else if (rc == 0 && v.mv_size == 4 &&
                    (memcmp(v.mv_data, &(uint32_t){FORMAT_NO_LOG}, 4) == 0 ||
-                    memcmp(v.mv_data, &(uint32_t){FORMAT_INTERLEAVED}, 4) == 0)) {
+                    memcmp(v.mv_data, &(uint32_t){FORMAT_INTERLEAVED}, 4) == 0 ||
+                    memcmp(v.mv_data, &(uint32_t){FORMAT_ONE_POSTING}, 4) == 0)) {
             rc = upgrade(s, txn, &kv, false, err);
         } else if (rc == 0 && (v.mv_size != 4 || memcmp(v.mv_data, &version, 4) != 0)) {
             uint32_t found = 0;

@@ -17,7 +17,7 @@
  *   sid    tenant 0 be32(id)                   -> canonical labels
  *   ln     tenant 0 h64(name)                  -> name
  *   lv     tenant 0 h64(name) h64(value)       -> value
- *   post   tenant 0 h64(name) h64(value) be32(id) -> ""
+ *   post   tenant 0 h64(name) h64(value) be32(first id) -> be32 ids (chunks of up to 64)
  *   node   tenant 0 be32(series) u8(level) be64(window start, s)
  *                                              -> le64 total, zstd tree
  *   span   tenant 0 be64(span id) be32(series) be64(10 s window) -> le64 total, zstd tree

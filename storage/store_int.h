@@ -138,7 +138,7 @@ struct fc_store {
     int lock_fd;                   /* flock()ed: one process per directory */
     int64_t max_size;              /* 0 = none; the map is larger (headroom for deletes) */
     _Atomic int64_t used;          /* bytes of pages in use, as of the last commit */
-    _Atomic uint64_t corrupt;      /* windows skipped because their tree did not decode */
+    _Atomic uint64_t corrupt;      /* windows (or posting chunks) skipped: did not decode */
     _Atomic int64_t coarse_before; /* 10 s windows before this were compacted away */
     _Atomic uint64_t failures[FC_STORE_FAILURE_KINDS]; /* refused writes, by kind */
     _Atomic int64_t last_flush_ns; /* monotonic time of the last fc_store_flush */
@@ -469,6 +469,8 @@ int fc_store_write_spans(struct writer *w, struct frames *f, const struct fc_bat
  * unread (a dirty window is read through its children, then rebuilt).
  */
 #define FC_STORE_LINK_LEN 12
+/* Series ids per posting chunk (store_write.c posting_add): 256 bytes, rewritten per new series. */
+#define FC_STORE_POSTING_CHUNK 64
 void fc_store_link_encode(int64_t child_start, uint8_t out[FC_STORE_LINK_LEN]);
 /* Whether v is a link, and to which child start. */
 bool fc_store_link_of(const MDB_val *v, int64_t *child_start);

@@ -28,7 +28,8 @@ static void ids_push(struct idset *s, uint32_t id)
 }
 
 /*
- * Series ids of (name, value), from the postings, sorted. With cap > 0 it
+ * Series ids of (name, value), from the postings (chunks of ids, or one id
+ * in the key: store_write.c posting_add), sorted. With cap > 0 it
  * stops after cap + 1 ids and returns false: the list is longer than cap.
  */
 static bool postings(struct reader *r, const char *name, const char *value, size_t cap,
@@ -52,11 +53,19 @@ static bool postings(struct reader *r, const char *name, const char *value, size
         if (kv.mv_size != k.n + 4 || memcmp(kv.mv_data, k.b, k.n) != 0) {
             break;
         }
-        if (cap != 0 && n++ == cap) {
-            mdb_cursor_close(c);
-            return false;
+        if (v.mv_size == 0) { /* a format 7 posting: the id in the key */
+            v = val((const uint8_t *)kv.mv_data + k.n, 4);
+        } else if (v.mv_size % 4 != 0) {
+            atomic_fetch_add(&r->s->corrupt, 1);
+            continue;
         }
-        ids_push(out, be32((const uint8_t *)kv.mv_data + k.n));
+        for (size_t i = 0; i < v.mv_size; i += 4) {
+            if (cap != 0 && n++ == cap) {
+                mdb_cursor_close(c);
+                return false;
+            }
+            ids_push(out, be32((const uint8_t *)v.mv_data + i));
+        }
     }
     mdb_cursor_close(c);
     return true;

@@ -96,6 +96,51 @@ int fc_store_put_empty(struct writer *w, int db, struct key *k, const void *data
     return rc ? fc_store_lmdb_error(w->err, rc, fc_store_db_names[db]) : FC_OK;
 }
 
+/*
+ * Postings come in chunks: key (name, value, be32(first id)), value the ids,
+ * be32 each, increasing, the first the key's. Ids only grow, so a new series
+ * goes at the end of the last chunk of its (name, value), or starts the next
+ * chunk when that one is full or is a format 7 posting (the id in the key,
+ * an empty value). One entry per id cost about 75 bytes of pages (key, node
+ * header, half-full leaves); a chunk costs about 4 bytes per id.
+ */
+static int posting_add(struct writer *w, const struct key *lv, uint32_t id)
+{
+    uint8_t ids[FC_STORE_POSTING_CHUNK * 4];
+    struct key k = *lv;
+    MDB_cursor *c;
+    MDB_val kv, v;
+    size_t n = 0;
+    int rc;
+
+    key_be32(&k, UINT32_MAX);
+    if ((rc = mdb_cursor_open(w->txn, w->s->db[DB_POST], &c)) != 0) {
+        return fc_store_lmdb_error(w->err, rc, "post");
+    }
+    kv = val(k.b, k.n);
+    rc = mdb_cursor_get(c, &kv, &v, MDB_SET_RANGE);
+    rc = mdb_cursor_get(c, &kv, &v, rc == 0 ? MDB_PREV : MDB_LAST);
+    if (rc == 0 && kv.mv_size == lv->n + 4 && memcmp(kv.mv_data, lv->b, lv->n) == 0 &&
+        v.mv_size > 0 && v.mv_size % 4 == 0 && v.mv_size < sizeof(ids)) {
+        if (be32((const uint8_t *)v.mv_data + v.mv_size - 4) >= id) {
+            mdb_cursor_close(c);
+            return FC_OK; /* there already */
+        }
+        memcpy(k.b, kv.mv_data, kv.mv_size); /* the last chunk, not full: appended to */
+        memcpy(ids, v.mv_data, v.mv_size);
+        n = v.mv_size;
+    } else {
+        k = *lv;
+        key_be32(&k, id);
+    }
+    mdb_cursor_close(c);
+    ids[n] = (uint8_t)(id >> 24);
+    ids[n + 1] = (uint8_t)(id >> 16);
+    ids[n + 2] = (uint8_t)(id >> 8);
+    ids[n + 3] = (uint8_t)id;
+    return fc_store_put_empty(w, DB_POST, &k, ids, n + 4);
+}
+
 /* The id of the series with these labels (sorted, unique names), made when new. */
 static void canonical(const struct label *labels, size_t n, struct fc_buf *canon)
 {
@@ -184,16 +229,14 @@ static int series_id(struct writer *w, const struct label *labels, size_t n, uin
     /* The label index: names, values per name, and series per (name, value). */
     for (size_t i = 0; rc == FC_OK && i < n; i++) {
         size_t nl = strlen(labels[i].name), vl = strlen(labels[i].value);
-        struct key ln, lv, post;
+        struct key ln, lv;
         key_tenant(&ln, w->tenant);
         key_h64(&ln, labels[i].name, nl);
         lv = ln;
         key_h64(&lv, labels[i].value, vl);
-        post = lv;
-        key_be32(&post, *id);
         rc = fc_store_put_empty(w, DB_LN, &ln, labels[i].name, nl);
         rc = rc ? rc : fc_store_put_empty(w, DB_LV, &lv, labels[i].value, vl);
-        rc = rc ? rc : fc_store_put_empty(w, DB_POST, &post, "", 0);
+        rc = rc ? rc : posting_add(w, &lv, *id);
     }
     fc_buf_release(&canon);
     return rc;

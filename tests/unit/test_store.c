@@ -655,7 +655,7 @@ static void test_corrupt_window_is_skipped(void **state)
 /* A store written in another on-disk format is refused at open, never misread. */
 static void test_other_format_is_refused(void **state)
 {
-    static const uint8_t key[] = "\0format\x07\0"; /* the key, then le32 7 */
+    static const uint8_t key[] = "\0format\x08\0"; /* the key, then le32 8 */
     char sub[128], path[160];
     struct fc_store_options o = {0};
     struct fc_store *s2;
@@ -671,13 +671,16 @@ static void test_other_format_is_refused(void **state)
     fc_store_close(s2);
     /* The meta value (le32 version) follows its key in the LMDB leaf. */
     snprintf(path, sizeof(path), "%s/data.mdb", sub);
-    /* Format 6 (interleaved trees) opens, and is marked 7 again; so does 5 (no log, no links). */
-    assert_true(patch_file(path, key, sizeof(key) - 1, 7, 6) > 0);
-    assert_int_equal(fc_store_open(&o, &s2, &err), FC_OK);
-    fc_store_close(s2);
-    assert_true(patch_file(path, key, sizeof(key) - 1, 7, 5) > 0);
-    assert_int_equal(fc_store_open(&o, &s2, &err), FC_OK);
-    fc_store_close(s2);
+    /*
+     * Format 7 (one id per posting) opens, and is marked 8 again; so do 6
+     * (interleaved trees) and 5 (no log, no links).
+     */
+    for (uint8_t older = 7; older >= 5; older--) {
+        assert_true(patch_file(path, key, sizeof(key) - 1, 7, older) > 0);
+        assert_int_equal(fc_store_open(&o, &s2, &err), FC_OK);
+        fc_store_close(s2);
+        assert_int_equal(fc_test_store_format(sub), 8);
+    }
     /* Then made 2: refused. */
     assert_true(patch_file(path, key, sizeof(key) - 1, 7, 2) > 0);
     assert_int_equal(fc_store_open(&o, &s2, &err), FC_EIO);
@@ -837,8 +840,8 @@ static void test_names_of_format_3_still_read(void **state)
     }
     fc_store_result_release(&res);
     fc_store_close(s2);
-    /* Marked format 7 at open: reopens, and an older build would refuse it. */
-    assert_int_equal(fc_test_store_format(sub), 7);
+    /* Marked format 8 at open: reopens, and an older build would refuse it. */
+    assert_int_equal(fc_test_store_format(sub), 8);
     release(&got);
     release(&want);
     fc_selector_release(&sel);
@@ -1040,8 +1043,8 @@ static void test_interleaved_windows_of_format_6_still_read(void **state)
     }
     fc_store_close(s2);
 
-    /* Marked 7; both windows written again, in columns. */
-    assert_int_equal(fc_test_store_format(sub), 7);
+    /* Marked 8; both windows written again, in columns. */
+    assert_int_equal(fc_test_store_format(sub), 8);
     lmdb_begin(sub, MDB_RDONLY, &env, &txn);
     assert_int_equal(mdb_dbi_open(txn, "node", 0, &node), 0);
     n_columns = 0;
@@ -1249,6 +1252,255 @@ static void test_trim_deletes_oldest_hours_down_to_low(void **state)
     assert_int_equal(range_total(s2, &q, end - 3600, end), last_hour); /* the newest stayed */
     fc_selector_release(&sel);
     fc_store_close(s2);
+}
+
+/* The Go CPU profile as pod p<pod> of service svc-0 at t. */
+static struct fc_batch *load_pod(int pod, int64_t t, const char *tenant)
+{
+    struct fc_batch *b = load("go-1s-cpu.pb.gz", 0, t, tenant);
+    char name[32];
+
+    snprintf(name, sizeof(name), "p%d", pod);
+    assert_int_equal(fc_profile_set_label(b, &b->profiles[0], "pod", name), FC_OK);
+    return b;
+}
+
+/* Writes pods [from, to) in write groups of 7 (a chunk fills across groups and within one). */
+static void write_pods(struct fc_store *s2, int from, int to, const char *tenant)
+{
+    struct fc_error err = {0};
+
+    for (int i = from; i < to; i += 7) {
+        struct fc_batch *group[7];
+        size_t n = 0;
+        for (int j = i; j < i + 7 && j < to; j++) {
+            group[n++] = load_pod(j, BASE, tenant);
+        }
+        assert_int_equal(fc_store_write(s2, group, n, &err), FC_OK);
+        for (size_t g = 0; g < n; g++) {
+            fc_batch_unref(group[g]);
+        }
+    }
+}
+
+/* The CPU total of svc-0 at BASE (10 s), and of pod p<pod> alone (pod < 0: every pod). */
+static int64_t pods_total(struct fc_store *s2, const char *tenant, int pod)
+{
+    char text[160];
+    struct fc_selector sel;
+    struct fc_store_query q = {0};
+    struct fc_error err = {0};
+    int64_t total;
+
+    if (pod < 0) {
+        snprintf(text, sizeof(text),
+                 "process_cpu:cpu:nanoseconds:cpu:nanoseconds{service_name=\"svc-0\"}");
+    } else {
+        snprintf(text, sizeof(text),
+                 "process_cpu:cpu:nanoseconds:cpu:nanoseconds{service_name=\"svc-0\",pod=\"p%d\"}",
+                 pod);
+    }
+    assert_int_equal(fc_selector_parse(text, &sel, &err), FC_OK);
+    q.tenant = tenant;
+    q.selector = &sel;
+    total = range_total(s2, &q, BASE, BASE + 10);
+    fc_selector_release(&sel);
+    return total;
+}
+
+/*
+ * The postings as docs/internals/store.md gives them, read from LMDB: per
+ * (name, value), chunks of be32 ids (an empty value: the one id in the key),
+ * ids increasing across chunks, a chunk's first id its key's. Returns the
+ * ids in all; *chunks the entries, *short_chunks the chunks
+ * that hold fewer than 64 and are not the last of their (name, value), and
+ * *ones the entries of one id in the key (format 7).
+ */
+static size_t postings_layout(const char *sub, size_t *chunks, size_t *short_chunks, size_t *ones)
+{
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi post;
+    MDB_cursor *c;
+    MDB_val k, v;
+    uint8_t group[16] = {0};
+    uint32_t last = 0;
+    size_t ids = 0, prev_n = 0;
+    bool have = false;
+
+    *chunks = *short_chunks = *ones = 0;
+    lmdb_begin(sub, MDB_RDONLY, &env, &txn);
+    assert_int_equal(mdb_dbi_open(txn, "post", 0, &post), 0);
+    assert_int_equal(mdb_cursor_open(txn, post, &c), 0);
+    for (int g = mdb_cursor_get(c, &k, &v, MDB_FIRST); g == 0;
+         g = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+        const uint8_t *kb = k.mv_data, *vb = v.mv_data;
+        const uint8_t *tail = kb + k.mv_size - 20; /* h64 name, h64 value, be32 id */
+        uint32_t key_id = be32(kb + k.mv_size - 4);
+        size_t n = v.mv_size / 4;
+        bool same = have && memcmp(group, tail, 16) == 0;
+        assert_true(k.mv_size > 20);
+        assert_int_equal(v.mv_size % 4, 0);
+        if (same && prev_n > 0 && prev_n < 64) {
+            (*short_chunks)++; /* the previous chunk was not the last: it should have been full */
+        }
+        if (!same) {
+            memcpy(group, tail, 16);
+            have = true;
+        } else {
+            assert_true(key_id > last);
+        }
+        if (n == 0) {
+            (*ones)++;
+            last = key_id;
+            ids++;
+        } else {
+            assert_true(n <= 64);
+            assert_int_equal(be32(vb), key_id);
+            for (size_t i = 0; i < n; i++) {
+                assert_true(i == 0 || be32(vb + 4 * i) > be32(vb + 4 * (i - 1)));
+            }
+            last = be32(vb + 4 * (n - 1));
+            ids += n;
+        }
+        prev_n = n;
+        (*chunks)++;
+    }
+    mdb_cursor_close(c);
+    mdb_txn_abort(txn);
+    mdb_env_close(env);
+    return ids;
+}
+
+/* Every (name, value) pair of every series, from sid: one posting each. */
+static size_t sid_label_pairs(const char *sub)
+{
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi sid;
+    MDB_cursor *c;
+    MDB_val k, v;
+    size_t pairs = 0;
+
+    lmdb_begin(sub, MDB_RDONLY, &env, &txn);
+    assert_int_equal(mdb_dbi_open(txn, "sid", 0, &sid), 0);
+    assert_int_equal(mdb_cursor_open(txn, sid, &c), 0);
+    for (int g = mdb_cursor_get(c, &k, &v, MDB_FIRST); g == 0;
+         g = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+        for (size_t i = 0; i < v.mv_size; i++) {
+            pairs += ((const char *)v.mv_data)[i] == '\x02'; /* the end of a value */
+        }
+    }
+    mdb_cursor_close(c);
+    mdb_txn_abort(txn);
+    mdb_env_close(env);
+    return pairs;
+}
+
+/*
+ * Postings in chunks (format 8): 150 pods of one service, written in groups;
+ * every pod's series are found alone and all of them together, and the
+ * postings are chunks of up to 64 ids, full but for the last of each value.
+ */
+static void test_postings_in_chunks(void **state)
+{
+    struct fc_store *s2 = open_sub("postings");
+    char sub[128];
+    size_t chunks, short_chunks, ones, ids, pairs;
+    int64_t one;
+
+    (void)state;
+    write_pods(s2, 0, 150, "pp");
+    one = pods_total(s2, "pp", 0);
+    assert_int_equal(one, GO_CPU_TOTAL);
+    for (int pod = 1; pod < 150; pod += 37) {
+        assert_int_equal(pods_total(s2, "pp", pod), one);
+    }
+    assert_int_equal(pods_total(s2, "pp", 63), one);
+    assert_int_equal(pods_total(s2, "pp", 64), one);
+    assert_int_equal(pods_total(s2, "pp", 149), one);
+    assert_int_equal(pods_total(s2, "pp", 150), 0);
+    assert_int_equal(pods_total(s2, "pp", -1), 150 * one);
+    fc_store_close(s2);
+    snprintf(sub, sizeof(sub), "%s/postings", dir);
+    ids = postings_layout(sub, &chunks, &short_chunks, &ones);
+    pairs = sid_label_pairs(sub);
+    assert_true(pairs > 150 * 3);
+    assert_int_equal(ids, pairs);
+    assert_int_equal(ones, 0);
+    assert_int_equal(short_chunks, 0);
+    assert_true(chunks < pairs / 4); /* not one entry per id */
+}
+
+/*
+ * A format 7 store (one posting per id, in the key, an empty value) is read,
+ * and new series are added after its postings: made here from a store of this
+ * build by rewriting its chunks into one entry per id, and the version into 7.
+ */
+static void test_one_id_postings_of_format_7_still_read(void **state)
+{
+    struct fc_store *s2 = open_sub("postings7");
+    char sub[128];
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi post, meta;
+    MDB_cursor *c;
+    MDB_val k, v;
+    struct fc_buf keys;
+    size_t chunks, short_chunks, ones, ids, n_keys = 0;
+    int64_t one;
+
+    (void)state;
+    write_pods(s2, 0, 100, "p7");
+    one = pods_total(s2, "p7", 0);
+    fc_store_close(s2);
+    snprintf(sub, sizeof(sub), "%s/postings7", dir);
+    /* Every chunk becomes one key per id, empty values. */
+    fc_buf_init(&keys, 0);
+    lmdb_begin(sub, 0, &env, &txn);
+    assert_int_equal(mdb_dbi_open(txn, "post", 0, &post), 0);
+    assert_int_equal(mdb_dbi_open(txn, "meta", 0, &meta), 0);
+    assert_int_equal(mdb_cursor_open(txn, post, &c), 0);
+    for (int g = mdb_cursor_get(c, &k, &v, MDB_FIRST); g == 0;
+         g = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+        uint32_t klen = (uint32_t)k.mv_size;
+        for (size_t i = 0; i < v.mv_size; i += 4) {
+            fc_buf_append(&keys, &klen, 4);
+            fc_buf_append(&keys, k.mv_data, k.mv_size - 4);
+            fc_buf_append(&keys, (const uint8_t *)v.mv_data + i, 4);
+            n_keys++;
+        }
+    }
+    mdb_cursor_close(c);
+    assert_int_equal(mdb_drop(txn, post, 0), 0);
+    for (size_t at = 0; at < keys.len;) {
+        uint32_t klen;
+        memcpy(&klen, keys.data + at, 4);
+        k = (MDB_val){klen, keys.data + at + 4};
+        v = (MDB_val){0, NULL};
+        assert_int_equal(mdb_put(txn, post, &k, &v, 0), 0);
+        at += 4 + klen;
+    }
+    lmdb_commit_format(env, txn, meta, 7);
+    fc_buf_release(&keys);
+    ids = postings_layout(sub, &chunks, &short_chunks, &ones);
+    assert_int_equal(ones, n_keys);
+    assert_int_equal(ids, n_keys);
+
+    s2 = open_sub("postings7");
+    assert_int_equal(pods_total(s2, "p7", 0), one);
+    assert_int_equal(pods_total(s2, "p7", 99), one);
+    assert_int_equal(pods_total(s2, "p7", -1), 100 * one);
+    /* New pods go after the one-id postings, in chunks. */
+    write_pods(s2, 100, 180, "p7");
+    assert_int_equal(pods_total(s2, "p7", 150), one);
+    assert_int_equal(pods_total(s2, "p7", -1), 180 * one);
+    fc_store_close(s2);
+    assert_int_equal(fc_test_store_format(sub), 8);
+    ids = postings_layout(sub, &chunks, &short_chunks, &ones);
+    assert_int_equal(ones, n_keys);
+    assert_int_equal(ids, sid_label_pairs(sub));
+    assert_true(chunks - ones > 0);
 }
 
 /*
@@ -2113,6 +2365,8 @@ int main(void)
         cmocka_unit_test(test_oracle),
         cmocka_unit_test(test_trim_deletes_oldest_hours_down_to_low),
         cmocka_unit_test(test_trim_steps_by_windows_not_time),
+        cmocka_unit_test(test_postings_in_chunks),
+        cmocka_unit_test(test_one_id_postings_of_format_7_still_read),
         cmocka_unit_test(test_compaction_rounds_old_ranges_out_to_100s),
         cmocka_unit_test(test_other_format_is_refused),
         cmocka_unit_test(test_names_of_format_3_still_read),

@@ -471,8 +471,8 @@ static void test_format_4_gets_its_aggregates(void **state)
         assert_int_equal(fc_store_flush(s, &err), FC_OK); /* the built coarse windows */
     }
     fc_store_close(s);
-    /* Marked format 7 at open. */
-    assert_int_equal(fc_test_store_format(sub), 7);
+    /* Marked format 8 at open. */
+    assert_int_equal(fc_test_store_format(sub), 8);
 }
 
 /*
