@@ -217,10 +217,12 @@ int fc_store_delete_before(struct fc_store *s, int64_t cutoff_s, uint64_t *delet
     *deleted = 0;
     /*
      * The open windows go into LMDB first, so that none outlives the
-     * deletion. Should that fail (a full disk), deleting still goes ahead:
-     * freeing space matters more than an open window past the cutoff.
+     * deletion, and dirty coarse windows are built, so that the pages a
+     * trim counts next are all there is. Should that fail (a full disk),
+     * deleting still goes ahead: freeing space matters more than an open
+     * window past the cutoff.
      */
-    if (fc_store_open_bytes(s) > 0) {
+    if (fc_store_open_bytes(s) > 0 || atomic_load(&s->dirty)) {
         fc_store_flush(s, &ignored);
     }
     rc = delete_keys(s, s->db[DB_NODE], node_doomed, &d, deleted, err);
@@ -381,12 +383,22 @@ static int trim_to(struct fc_store *s, int64_t cutoff, int64_t *used, uint64_t *
 int fc_store_trim(struct fc_store *s, int64_t high, int64_t low, uint64_t *deleted,
                   struct fc_error *err)
 {
-    int64_t used = fc_store_used_bytes(s), cutoff = INT64_MIN;
+    int64_t used, cutoff = INT64_MIN;
     struct span sp;
     size_t stride;
     int rc = FC_OK;
 
     *deleted = 0;
+    /*
+     * Measured with the coarse windows built: flushes near max_size or past
+     * the open windows' cap (store_write.c) leave them dirty, and their
+     * pages would come after the trim, past the high mark again.
+     */
+    if (fc_store_open_bytes(s) > 0 || atomic_load(&s->dirty)) {
+        struct fc_error ignored = {0};
+        fc_store_flush(s, &ignored);
+    }
+    used = fc_store_used_bytes(s);
     if (used <= high) {
         return FC_OK;
     }

@@ -184,7 +184,9 @@ class FullStoreTest(unittest.TestCase):
             self.assertGreater(c.metric("flamecol_store_refused_writes_total",
                                         'exporter="store",reason="full"'), 0)
             # Oldest first: what is kept of the acknowledged pushes is a whole, newest, suffix.
-            present = [total_at(c, t) for t in acked]
+            # Read newest first: a retention pass running meanwhile deletes oldest first, so
+            # it can only lengthen the deleted prefix, not cut a hole behind the reads.
+            present = [total_at(c, t) for t in reversed(acked)][::-1]
             self.assertEqual(present[-1], PUSH_TOTAL)
             kept = len(present) - next(k for k, v in enumerate(present) if v != 0)
             self.assertEqual(present[-kept:], [PUSH_TOTAL] * kept)

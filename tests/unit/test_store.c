@@ -1981,6 +1981,48 @@ static void test_full_store_recovers(void **state)
     fc_store_close(s2);
 }
 
+/*
+ * Near max_size, writes flush the open windows without building the coarse
+ * windows above them (store_write.c): those are built by the next timed
+ * flush. A trim measures the store with them built, or it stops under low
+ * and the next flush takes the store past high again, and the next trim
+ * deletes what the first one kept (here no timed flush comes: an hour apart).
+ */
+static void test_trim_counts_coarse_windows_built(void **state)
+{
+    char sub[256];
+    struct fc_store_options o = {0};
+    struct fc_store *s2;
+    struct fc_error err = {0};
+    const int64_t max = 512 * 1024;
+    int64_t t = BASE, after_trim;
+    uint64_t deleted = 0;
+    int rc = FC_OK;
+
+    (void)state;
+    snprintf(sub, sizeof(sub), "%s/full-dirty", dir);
+    o.path = sub;
+    o.sync = FC_SYNC_NONE;
+    o.max_size = max;
+    o.flush_interval_ns = 3600 * 1000000000LL;
+    assert_int_equal(fc_store_open(&o, &s2, &err), FC_OK);
+    for (int written = 0; rc == FC_OK && written < 100000; written++, t += 60) {
+        struct fc_batch *b =
+            load(written % 2 ? "go-1s-cpu.pb.gz" : "go-1s-heap.pb.gz", 0, t, "dirty");
+        rc = fc_store_write(s2, &b, 1, &err);
+        fc_batch_unref(b);
+    }
+    assert_int_equal(rc, FC_EUNAVAIL);
+    assert_int_equal(fc_store_trim(s2, max / 10 * 9, max / 10 * 8, &deleted, &err), FC_OK);
+    assert_true(deleted > 0);
+    after_trim = fc_store_used_bytes(s2);
+    assert_true(after_trim <= max / 10 * 8);
+    /* The next flush builds nothing the trim did not count. */
+    assert_int_equal(fc_store_flush(s2, &err), FC_OK);
+    assert_true(fc_store_used_bytes(s2) <= max / 10 * 9);
+    fc_store_close(s2);
+}
+
 /* One process per data directory: a second open fails naming the directory and the holder. */
 static void test_second_open_is_refused(void **state)
 {
@@ -2365,6 +2407,7 @@ int main(void)
         cmocka_unit_test(test_oracle),
         cmocka_unit_test(test_trim_deletes_oldest_hours_down_to_low),
         cmocka_unit_test(test_trim_steps_by_windows_not_time),
+        cmocka_unit_test(test_trim_counts_coarse_windows_built),
         cmocka_unit_test(test_postings_in_chunks),
         cmocka_unit_test(test_one_id_postings_of_format_7_still_read),
         cmocka_unit_test(test_compaction_rounds_old_ranges_out_to_100s),
