@@ -1323,7 +1323,8 @@ static size_t postings_layout(const char *sub, size_t *chunks, size_t *short_chu
     MDB_dbi post;
     MDB_cursor *c;
     MDB_val k, v;
-    uint8_t group[16] = {0};
+    uint8_t group[512] = {0}; /* the key without its id: tenant 0 h64(name) h64(value) */
+    size_t group_n = 0;
     uint32_t last = 0;
     size_t ids = 0, prev_n = 0;
     bool have = false;
@@ -1335,17 +1336,17 @@ static size_t postings_layout(const char *sub, size_t *chunks, size_t *short_chu
     for (int g = mdb_cursor_get(c, &k, &v, MDB_FIRST); g == 0;
          g = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
         const uint8_t *kb = k.mv_data, *vb = v.mv_data;
-        const uint8_t *tail = kb + k.mv_size - 20; /* h64 name, h64 value, be32 id */
         uint32_t key_id = be32(kb + k.mv_size - 4);
         size_t n = v.mv_size / 4;
-        bool same = have && memcmp(group, tail, 16) == 0;
+        bool same = have && group_n == k.mv_size - 4 && memcmp(group, kb, group_n) == 0;
         assert_true(k.mv_size > 20);
         assert_int_equal(v.mv_size % 4, 0);
         if (same && prev_n > 0 && prev_n < 64) {
             (*short_chunks)++; /* the previous chunk was not the last: it should have been full */
         }
         if (!same) {
-            memcpy(group, tail, 16);
+            group_n = k.mv_size - 4;
+            memcpy(group, kb, group_n);
             have = true;
         } else {
             assert_true(key_id > last);
