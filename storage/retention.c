@@ -350,10 +350,14 @@ int64_t fc_store_oldest(struct fc_store *s)
     struct span sp;
     int64_t fine;
 
+    /*
+     * Under the open windows' lock, as a query reads: a flush moves windows
+     * from open to LMDB under it (exclusive), so none is seen in neither.
+     */
+    pthread_rwlock_rdlock(&s->open.lock);
     stored_span(s, &sp, false);
     fine = sp.oldest_fine;
     /* And the open windows (written, not flushed yet). */
-    pthread_rwlock_rdlock(&s->open.lock);
     for (uint32_t i = 0; i < s->open.n; i++) {
         fine = s->open.v[i].start < fine ? s->open.v[i].start : fine;
     }
