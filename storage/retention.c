@@ -65,6 +65,16 @@ static bool span_doomed(const MDB_val *kv, const struct doomed *d)
            (int64_t)be64(zero + 13) <= d->cutoff_s - 10;
 }
 
+/* Bundle keys: tenant 0 be32(base) be64(100 s span): it goes with the last of its windows. */
+static bool bundle_doomed(const MDB_val *kv, const struct doomed *d)
+{
+    const uint8_t *p = kv->mv_data;
+    const uint8_t *zero = memchr(p, 0, kv->mv_size);
+
+    return zero != NULL && (size_t)(zero - p) + 13 == kv->mv_size &&
+           (int64_t)be64(zero + 5) <= d->cutoff_s - fc_store_level_secs[1];
+}
+
 typedef bool (*doomed_fn)(const MDB_val *kv, const struct doomed *d);
 
 /*
@@ -207,6 +217,14 @@ static int set_coarse_before(struct fc_store *s, int64_t cutoff_s, struct fc_err
     return FC_OK;
 }
 
+/* Bundles whose span ended by the cutoff (after their windows: none is left to read them). */
+static int delete_bundles(struct fc_store *s, const struct doomed *d, struct fc_error *err)
+{
+    uint64_t n = 0; /* not windows: not counted as deleted ones */
+
+    return delete_keys(s, s->db[DB_BUNDLE], bundle_doomed, d, &n, err);
+}
+
 int fc_store_delete_before(struct fc_store *s, int64_t cutoff_s, uint64_t *deleted,
                            struct fc_error *err)
 {
@@ -226,6 +244,7 @@ int fc_store_delete_before(struct fc_store *s, int64_t cutoff_s, uint64_t *delet
         fc_store_flush(s, &ignored);
     }
     rc = delete_keys(s, s->db[DB_NODE], node_doomed, &d, deleted, err);
+    rc = rc ? rc : delete_bundles(s, &d, err);
     return rc ? rc : delete_keys(s, s->db[DB_SPAN], span_doomed, &d, deleted, err);
 }
 
@@ -256,7 +275,8 @@ int fc_store_compact_before(struct fc_store *s, int64_t cutoff_s, uint64_t *dele
     }
     d.cutoff_s = cutoff_s;
     d.max_level = 0;
-    return delete_keys(s, s->db[DB_NODE], node_doomed, &d, deleted, err);
+    rc = delete_keys(s, s->db[DB_NODE], node_doomed, &d, deleted, err);
+    return rc ? rc : delete_bundles(s, &d, err);
 }
 
 /*

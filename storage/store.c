@@ -26,7 +26,7 @@
 
 const char *const fc_store_db_names[N_DBS] = {"sym",   "symid", "series", "sid",  "ln",
                                               "lv",    "post",  "node",   "meta", "span",
-                                              "trace", "base",  "sbase",  "dirty"};
+                                              "trace", "base",  "sbase",  "dirty", "bundle"};
 
 /*
  * The on-disk format; a store written by another format is refused, never
@@ -40,16 +40,18 @@ const char *const fc_store_db_names[N_DBS] = {"sym",   "symid", "series", "sid",
  * columns (store_pack.c) and still reads the interleaved trees of format 6,
  * which is only marked. Format 8 writes postings in chunks of ids
  * (store_write.c posting_add) and still reads format 7's one id per key,
- * which is only marked. Every upgrade ends marked 8, which older builds
- * refuse rather than losing the log or misreading a link, a column or a
- * chunk.
+ * which is only marked. Format 9 bundles past 10 s windows (store_bundle.c)
+ * and reads format 8's windows as they are, which is only marked. Every
+ * upgrade ends marked 9, which older builds refuse rather than losing the
+ * log or misreading a link, a column, a chunk or a bundled window.
  */
-#define FORMAT_VERSION 8
+#define FORMAT_VERSION 9
 #define FORMAT_NAMES_ONLY 3
 #define FORMAT_NO_SERVICES 4 /* format 5 adds the service aggregates (store_service.c) */
 #define FORMAT_NO_LOG 5      /* format 6 adds the write-ahead log and links */
 #define FORMAT_INTERLEAVED 6 /* format 7 writes packed windows' trees in columns */
 #define FORMAT_ONE_POSTING 7 /* format 8 writes postings in chunks of ids */
+#define FORMAT_UNBUNDLED 8   /* format 9 bundles past 10 s windows */
 static const char format_key[] = "\0format";
 const char fc_store_coarse_key[15] = "\0coarse_before";
 _Thread_local int fc_store_last_lmdb_rc;
@@ -205,7 +207,8 @@ int fc_store_open(const struct fc_store_options *o, struct fc_store **out, struc
         } else if (rc == 0 && v.mv_size == 4 &&
                    (memcmp(v.mv_data, &(uint32_t){FORMAT_NO_LOG}, 4) == 0 ||
                     memcmp(v.mv_data, &(uint32_t){FORMAT_INTERLEAVED}, 4) == 0 ||
-                    memcmp(v.mv_data, &(uint32_t){FORMAT_ONE_POSTING}, 4) == 0)) {
+                    memcmp(v.mv_data, &(uint32_t){FORMAT_ONE_POSTING}, 4) == 0 ||
+                    memcmp(v.mv_data, &(uint32_t){FORMAT_UNBUNDLED}, 4) == 0)) {
             rc = upgrade(s, txn, &kv, false, err);
         } else if (rc == 0 && (v.mv_size != 4 || memcmp(v.mv_data, &version, 4) != 0)) {
             uint32_t found = 0;

@@ -50,6 +50,7 @@ static int rebuild(struct fc_store *s, MDB_txn *txn, const char *tenant, uint32_
     struct key k;
     MDB_val kv, v;
     struct fc_buf enc;
+    struct bundle_cache bundles = {0}; /* the span's 10 s windows share one bundle */
     int rc = 0, present = 0;
 
     for (int i = 0; i < 10; i++) {
@@ -74,7 +75,8 @@ static int rebuild(struct fc_store *s, MDB_txn *txn, const char *tenant, uint32_
         if (fc_store_node_get(s, txn, tenant, base, level - 1, start + i * step, &v) != 0) {
             continue;
         }
-        if (!fc_store_packed_decode(v.mv_data, v.mv_size, NULL, NULL, &child)) {
+        if (!fc_store_window_decode(s, txn, tenant, base, start + i * step, &v, &bundles, NULL, NULL,
+                                    &child)) {
             atomic_fetch_add(&s->corrupt, 1); /* skipped, as a query skips it */
         } else {
             for (uint32_t j = 0; j < child.n; j++) {
@@ -83,6 +85,7 @@ static int rebuild(struct fc_store *s, MDB_txn *txn, const char *tenant, uint32_
         }
         fc_store_parts_release(&child);
     }
+    fc_store_bundle_cache_release(&bundles);
     if (ps.n == 0) {
         rc = mdb_del(txn, s->db[DB_NODE], &kv, NULL);
         rc = rc == MDB_NOTFOUND ? 0 : rc;

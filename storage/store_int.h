@@ -36,6 +36,7 @@ enum {
     DB_BASE,
     DB_SBASE,
     DB_DIRTY,
+    DB_BUNDLE,
     N_DBS
 };
 
@@ -140,6 +141,7 @@ struct fc_store {
     _Atomic int64_t used;          /* bytes of pages in use, as of the last commit */
     _Atomic uint64_t corrupt;      /* windows (or posting chunks) skipped: did not decode */
     _Atomic int64_t coarse_before; /* 10 s windows before this were compacted away */
+    _Atomic int64_t bundled_before; /* spans before this were bundled since the open */
     _Atomic uint64_t failures[FC_STORE_FAILURE_KINDS]; /* refused writes, by kind */
     _Atomic int64_t last_flush_ns; /* monotonic time of the last fc_store_flush */
     int64_t flush_ns;              /* flush_interval_ns */
@@ -487,9 +489,11 @@ struct packed {
     uint32_t *series;
     int64_t *totals;
     uint64_t *raw_lens; /* columns: 3 a tree (names, selfs, counts); else 1 a tree */
-    const uint8_t *frame;
+    const uint8_t *frame; /* the zstd frame; bundled: the slice's two varints */
     size_t frame_len;
     bool columns; /* the trees are in columns (format 7), else interleaved */
+    bool bundled; /* a 10 s window whose trees are a slice of its span's bundle (format 9) */
+    uint64_t slice_off, slice_len;
 };
 
 /* The tree of series in ps, added empty when new. */
@@ -506,6 +510,41 @@ bool fc_store_packed_decode(const uint8_t *data, size_t len,
                             bool (*want)(void *ctx, uint32_t series), void *ctx, struct parts *ps);
 /* Appends the packed value of ps to out. */
 int fc_store_packed_encode(const struct parts *ps, struct fc_buf *out);
+/* Whether p holds a series want accepts (NULL: any). */
+bool fc_store_packed_wanted(const struct packed *p, bool (*want)(void *ctx, uint32_t series),
+                            void *ctx);
+/* The trees of parsed value p from its content (raw, size bytes) that want accepts, into ps. */
+bool fc_store_packed_decode_raw(const struct packed *p, const uint8_t *raw, size_t size,
+                                bool (*want)(void *ctx, uint32_t series), void *ctx,
+                                struct parts *ps);
+/*
+ * Appends the bundled form of value data (parsed as p): its header, marked
+ * bundled, and the slice [off, off + len) of its span's bundle.
+ */
+int fc_store_packed_stub(const uint8_t *data, const struct packed *p, uint64_t off, uint64_t len,
+                         struct fc_buf *out);
+
+/* ---- bundles: the 10 s windows of a 100 s span in one frame (store_bundle.c) -------------- */
+
+/* The last bundle a reader decompressed (a span's 10 s windows are read together). */
+struct bundle_cache {
+    char *tenant; /* owned */
+    uint32_t base;
+    int64_t span;
+    uint8_t *raw; /* owned: the bundle's content */
+    size_t size;
+};
+void fc_store_bundle_cache_release(struct bundle_cache *c);
+/*
+ * Decodes the trees want accepts (NULL: all) of window (tenant, base, level,
+ * start) whose stored value is v (fc_store_node_get's): from its own frame,
+ * or for a bundled 10 s window from its span's bundle (through cache when
+ * not NULL: valid for one read transaction, or one that writes no bundle).
+ * False when the value or its bundle is corrupt.
+ */
+bool fc_store_window_decode(struct fc_store *s, MDB_txn *txn, const char *tenant, uint32_t base,
+                            int64_t start, const MDB_val *v, struct bundle_cache *cache,
+                            bool (*want)(void *ctx, uint32_t series), void *ctx, struct parts *ps);
 
 /* ---- the read path (store_read.c, store_spans.c) ------------------------------------------ */
 
@@ -514,6 +553,7 @@ struct reader {
     MDB_txn *txn;
     const char *tenant;
     struct fc_error *err;
+    struct bundle_cache bundles;
 };
 
 struct idset {

@@ -9,6 +9,10 @@
  * Format 6 and older (the bit clear), read as they are:
  *   le32 header length | header: uvarint n, n x (uvarint series, uvarint total,
  *   uvarint raw length) | one zstd frame of the n interleaved trees.
+ * Format 9 (PACKED_BUNDLED also set): a bundled 10 s window, the same header
+ * followed by uvarint offset, uvarint length: its content (what the frame
+ * would decompress to) is that slice of its 100 s span's bundle
+ * (store_bundle.c), one zstd frame for the span's windows together.
  * Totals are readable without decompressing; similar trees compress together,
  * the more when each column of every tree sits with the same column of the
  * others (about a sixth smaller for a window of 35 small trees than each
@@ -27,6 +31,8 @@
 #include <zstd.h>
 
 #define PACKED_COLUMNS 0x80000000u
+/* Format 9: the trees are a slice of the 100 s span's bundle (store_bundle.c), not a frame here. */
+#define PACKED_BUNDLED 0x40000000u
 
 struct fc_tree *fc_store_part_of(struct parts *ps, uint32_t series)
 {
@@ -73,7 +79,8 @@ bool fc_store_packed_parse(const uint8_t *data, size_t len, struct packed *p)
     }
     memcpy(&hlen, data, 4);
     p->columns = (hlen & PACKED_COLUMNS) != 0;
-    hlen &= ~PACKED_COLUMNS;
+    p->bundled = (hlen & PACKED_BUNDLED) != 0;
+    hlen &= ~(PACKED_COLUMNS | PACKED_BUNDLED);
     if (hlen > len - 4) {
         return false;
     }
@@ -100,6 +107,15 @@ bool fc_store_packed_parse(const uint8_t *data, size_t len, struct packed *p)
     }
     p->frame = data + 4 + hlen;
     p->frame_len = len - 4 - hlen;
+    if (p->bundled) {
+        /* The slice of the bundle: exactly two varints. */
+        fc_pb_init(&r, p->frame, p->frame_len);
+        if (fc_pb_varint(&r, &p->slice_off) != 0 || fc_pb_varint(&r, &p->slice_len) != 0 ||
+            r.p != r.end) {
+            fc_store_packed_release(p);
+            return false;
+        }
+    }
     return true;
 }
 
@@ -141,27 +157,56 @@ static bool decode_columns(const struct packed *p, const uint8_t *raw, size_t si
     return true;
 }
 
-/*
- * Decodes the trees of a packed value whose series `want` accepts (NULL =
- * all) into ps. Returns false when the value is corrupt.
- */
+bool fc_store_packed_decode_raw(const struct packed *p, const uint8_t *raw, size_t size,
+                                bool (*want)(void *ctx, uint32_t series), void *ctx,
+                                struct parts *ps)
+{
+    size_t off = 0;
+
+    if (p->columns) {
+        return decode_columns(p, raw, size, want, ctx, ps);
+    }
+    for (uint32_t i = 0; i < p->n; i++) {
+        if (p->raw_lens[i] > size - off) {
+            return false;
+        }
+        if ((want == NULL || want(ctx, p->series[i])) &&
+            fc_tree_decode_raw_merge(fc_store_part_of(ps, p->series[i]), raw + off,
+                                     (size_t)p->raw_lens[i]) != FC_OK) {
+            return false;
+        }
+        off += (size_t)p->raw_lens[i];
+    }
+    return true;
+}
+
+bool fc_store_packed_wanted(const struct packed *p, bool (*want)(void *ctx, uint32_t series),
+                            void *ctx)
+{
+    for (uint32_t i = 0; i < p->n; i++) {
+        if (want == NULL || want(ctx, p->series[i])) {
+            return true;
+        }
+    }
+    return false;
+}
+
 bool fc_store_packed_decode(const uint8_t *data, size_t len,
                             bool (*want)(void *ctx, uint32_t series), void *ctx, struct parts *ps)
 {
     struct packed p;
     size_t size;
     uint8_t *raw;
-    size_t off = 0;
-    bool ok = true;
-    bool any = false;
+    bool ok;
 
     if (!fc_store_packed_parse(data, len, &p)) {
         return false;
     }
-    for (uint32_t i = 0; i < p.n && !any; i++) {
-        any = want == NULL || want(ctx, p.series[i]);
+    if (p.bundled) {
+        fc_store_packed_release(&p);
+        return false; /* its trees are in its bundle: fc_store_window_decode */
     }
-    if (!any) {
+    if (!fc_store_packed_wanted(&p, want, ctx)) {
         fc_store_packed_release(&p);
         return true; /* nothing wanted here: no decompression */
     }
@@ -169,24 +214,23 @@ bool fc_store_packed_decode(const uint8_t *data, size_t len,
         fc_store_packed_release(&p);
         return false;
     }
-    if (p.columns) {
-        ok = decode_columns(&p, raw, size, want, ctx, ps);
-    } else {
-        for (uint32_t i = 0; i < p.n && ok; i++) {
-            if (p.raw_lens[i] > size - off) {
-                ok = false;
-                break;
-            }
-            if (want == NULL || want(ctx, p.series[i])) {
-                ok = fc_tree_decode_raw_merge(fc_store_part_of(ps, p.series[i]), raw + off,
-                                              (size_t)p.raw_lens[i]) == FC_OK;
-            }
-            off += (size_t)p.raw_lens[i];
-        }
-    }
+    ok = fc_store_packed_decode_raw(&p, raw, size, want, ctx, ps);
     free(raw);
     fc_store_packed_release(&p);
     return ok;
+}
+
+int fc_store_packed_stub(const uint8_t *data, const struct packed *p, uint64_t off, uint64_t len,
+                         struct fc_buf *out)
+{
+    size_t hlen = (size_t)(p->frame - data) - 4;
+    uint32_t flags = (uint32_t)hlen | PACKED_BUNDLED | (p->columns ? PACKED_COLUMNS : 0);
+
+    fc_buf_append(out, &flags, 4);
+    fc_buf_append(out, data + 4, hlen);
+    fc_pb_put_varint(out, off);
+    fc_pb_put_varint(out, len);
+    return FC_OK;
 }
 
 int fc_store_packed_encode(const struct parts *ps, struct fc_buf *out)

@@ -333,7 +333,8 @@ static void take(struct merge *m, int level, int64_t window)
         return;
     }
     /* Decoded apart first: a corrupt window is skipped whole, never half merged. */
-    if (!fc_store_packed_decode(v.mv_data, v.mv_size, base_wants, (void *)m->group, &ps)) {
+    if (!fc_store_window_decode(m->r->s, m->r->txn, m->r->tenant, m->group->base, window, &v,
+                                &m->r->bundles, base_wants, (void *)m->group, &ps)) {
         if (atomic_fetch_add(&m->r->s->corrupt, 1) == 0) {
             fc_log_error("store",
                          "skipping a corrupt window (base %u, level %d, %lld); "
@@ -379,6 +380,7 @@ static int begin_read(struct fc_store *s, struct reader *r, const char *tenant,
 
     pthread_rwlock_rdlock(&s->open.lock);
     rc = mdb_txn_begin(s->env, NULL, MDB_RDONLY, &r->txn);
+    memset(&r->bundles, 0, sizeof(r->bundles));
     r->s = s;
     r->tenant = tenant;
     r->err = err;
@@ -392,6 +394,7 @@ static int begin_read(struct fc_store *s, struct reader *r, const char *tenant,
 static void end_read(struct reader *r)
 {
     mdb_txn_abort(r->txn);
+    fc_store_bundle_cache_release(&r->bundles);
     pthread_rwlock_unlock(&r->s->open.lock);
 }
 

@@ -655,7 +655,7 @@ static void test_corrupt_window_is_skipped(void **state)
 /* A store written in another on-disk format is refused at open, never misread. */
 static void test_other_format_is_refused(void **state)
 {
-    static const uint8_t key[] = "\0format\x08\0"; /* the key, then le32 8 */
+    static const uint8_t key[] = "\0format\x09\0"; /* the key, then le32 9 */
     char sub[128], path[160];
     struct fc_store_options o = {0};
     struct fc_store *s2;
@@ -672,14 +672,14 @@ static void test_other_format_is_refused(void **state)
     /* The meta value (le32 version) follows its key in the LMDB leaf. */
     snprintf(path, sizeof(path), "%s/data.mdb", sub);
     /*
-     * Format 7 (one id per posting) opens, and is marked 8 again; so do 6
-     * (interleaved trees) and 5 (no log, no links).
+     * Format 8 (no bundles) opens, and is marked 9 again; so do 7 (one id
+     * per posting), 6 (interleaved trees) and 5 (no log, no links).
      */
-    for (uint8_t older = 7; older >= 5; older--) {
+    for (uint8_t older = 8; older >= 5; older--) {
         assert_true(patch_file(path, key, sizeof(key) - 1, 7, older) > 0);
         assert_int_equal(fc_store_open(&o, &s2, &err), FC_OK);
         fc_store_close(s2);
-        assert_int_equal(fc_test_store_format(sub), 8);
+        assert_int_equal(fc_test_store_format(sub), 9);
     }
     /* Then made 2: refused. */
     assert_true(patch_file(path, key, sizeof(key) - 1, 7, 2) > 0);
@@ -841,7 +841,7 @@ static void test_names_of_format_3_still_read(void **state)
     fc_store_result_release(&res);
     fc_store_close(s2);
     /* Marked format 8 at open: reopens, and an older build would refuse it. */
-    assert_int_equal(fc_test_store_format(sub), 8);
+    assert_int_equal(fc_test_store_format(sub), 9);
     release(&got);
     release(&want);
     fc_selector_release(&sel);
@@ -1044,7 +1044,7 @@ static void test_interleaved_windows_of_format_6_still_read(void **state)
     fc_store_close(s2);
 
     /* Marked 8; both windows written again, in columns. */
-    assert_int_equal(fc_test_store_format(sub), 8);
+    assert_int_equal(fc_test_store_format(sub), 9);
     lmdb_begin(sub, MDB_RDONLY, &env, &txn);
     assert_int_equal(mdb_dbi_open(txn, "node", 0, &node), 0);
     n_columns = 0;
@@ -1497,7 +1497,7 @@ static void test_one_id_postings_of_format_7_still_read(void **state)
     assert_int_equal(pods_total(s2, "p7", 150), one);
     assert_int_equal(pods_total(s2, "p7", -1), 180 * one);
     fc_store_close(s2);
-    assert_int_equal(fc_test_store_format(sub), 8);
+    assert_int_equal(fc_test_store_format(sub), 9);
     ids = postings_layout(sub, &chunks, &short_chunks, &ones);
     assert_int_equal(ones, n_keys);
     assert_int_equal(ids, sid_label_pairs(sub));

@@ -1,0 +1,416 @@
+/*
+ * Bundles (storage/store_bundle.c): the past 10 s windows of a base in one
+ * 100 s span compressed together. Every answer after bundling is computed by
+ * hand from the profiles written here: pod p0 writes one profile every 10 s
+ * (at +3 s), cpu 1000 + i on main;work; pod p1 one every 20 s, cpu 5 on
+ * main;idle. Also through a late write into a bundled window, retention,
+ * compaction, a reopen and a damaged bundle; and that a real pod's store
+ * shrinks (the corpus' Go CPU profiles).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+#include <lmdb.h>
+
+#include "core/batch.h"
+#include "formats/pprof.h"
+#include "storage/store.h"
+#include "tests/unit/fc_test.h"
+
+#define BASE 1700000000LL /* seconds, a multiple of 100 */
+#define CPU "process_cpu:cpu:nanoseconds:cpu:nanoseconds"
+#define WINDOWS 120 /* p0's profiles: 12 spans of 100 s */
+
+static char dir[64];
+
+static uint32_t str(struct fc_batch *b, const char *s)
+{
+    uint32_t i;
+    assert_int_equal(fc_dict_cstring(b, s, &i), FC_OK);
+    return i;
+}
+
+/* One profile of pod at time_s: cpu `value` on main;leaf. */
+static struct fc_batch *profile(const char *pod, int64_t time_s, const char *leaf, int64_t value)
+{
+    struct fc_batch *b = fc_batch_new(0);
+    struct fc_profile *p = fc_batch_add_profile(b);
+    struct fc_value_type vt = {0};
+    struct fc_sample smp = {0};
+    uint32_t locs[2];
+    const char *names[2] = {leaf, "main"}; /* leaf first, as pprof */
+
+    vt.type = str(b, "cpu");
+    vt.unit = str(b, "nanoseconds");
+    assert_int_equal(fc_profile_set_sample_types(b, p, &vt, 1), FC_OK);
+    p->period_type = vt;
+    for (int i = 0; i < 2; i++) {
+        struct fc_function f = {0};
+        struct fc_line line = {0};
+        struct fc_location l = {0};
+        f.name = str(b, names[i]);
+        assert_int_equal(fc_dict_function(b, &f, &line.function), FC_OK);
+        assert_int_equal(fc_dict_location(b, &l, &line, 1, &locs[i]), FC_OK);
+    }
+    assert_int_equal(fc_dict_stack(b, locs, 2, &smp.stack), FC_OK);
+    assert_int_equal(fc_profile_add_sample(b, p, &smp, &value, 1, NULL, 0), FC_OK);
+    fc_profile_set_label(b, p, "pod", pod);
+    fc_profile_set_label(b, p, "__name__", "process_cpu");
+    p->time_ns = time_s * 1000000000LL;
+    return b;
+}
+
+static void write1(struct fc_store *s, struct fc_batch *b)
+{
+    struct fc_error err = {0};
+
+    assert_int_equal(fc_store_write(s, &b, 1, &err), FC_OK);
+    fc_batch_unref(b);
+}
+
+/* p0 at BASE + 10 i + 3 (cpu 1000 + i), p1 at every other (cpu 5), then flushed. */
+static struct fc_store *written(const char *name)
+{
+    struct fc_store *s = fc_test_store_open(dir, name);
+    struct fc_error err = {0};
+
+    for (int i = 0; i < WINDOWS; i++) {
+        write1(s, profile("p0", BASE + 10 * i + 3, "work", 1000 + i));
+        if (i % 2 == 0) {
+            write1(s, profile("p1", BASE + 10 * i + 3, "idle", 5));
+        }
+    }
+    assert_int_equal(fc_store_flush(s, &err), FC_OK);
+    return s;
+}
+
+/* By hand: p0's cpu over [from_s, until_s) (10 s aligned), plus what `extra` adds. */
+static int64_t want_p0(int64_t from_s, int64_t until_s)
+{
+    int64_t sum = 0;
+
+    for (int i = 0; i < WINDOWS; i++) {
+        int64_t t = BASE + 10 * i + 3;
+        sum += t >= from_s && t < until_s ? 1000 + i : 0;
+    }
+    return sum;
+}
+
+static int64_t want_p1(int64_t from_s, int64_t until_s)
+{
+    int64_t sum = 0;
+
+    for (int i = 0; i < WINDOWS; i += 2) {
+        int64_t t = BASE + 10 * i + 3;
+        sum += t >= from_s && t < until_s ? 5 : 0;
+    }
+    return sum;
+}
+
+static int64_t total(struct fc_store *s, const char *selector, int64_t from_s, int64_t until_s)
+{
+    struct fc_selector sel;
+    struct fc_store_query q = {0};
+    struct fc_store_result res;
+    struct fc_store_stats stats;
+    struct fc_error err = {0};
+    int64_t t;
+
+    assert_int_equal(fc_selector_parse(selector, &sel, &err), FC_OK);
+    q.tenant = "anonymous";
+    q.selector = &sel;
+    q.from_ns = from_s * 1000000000LL;
+    q.until_ns = until_s * 1000000000LL;
+    assert_int_equal(fc_store_select_merge(s, &q, &res, &stats, &err), FC_OK);
+    t = fc_tree_total(&res.tree);
+    fc_store_result_release(&res);
+    fc_selector_release(&sel);
+    return t;
+}
+
+/* Ranges that read 10 s windows at their edges (bundled or not) and coarse ones inside. */
+static const int64_t ranges[][2] = {
+    {0, 1200}, {30, 570}, {50, 60}, {0, 100}, {10, 90}, {950, 1130}, {990, 1010}, {370, 380},
+};
+
+static void assert_answers(struct fc_store *s, int64_t extra_at, int64_t extra)
+{
+    for (size_t r = 0; r < sizeof(ranges) / sizeof(ranges[0]); r++) {
+        int64_t from = BASE + ranges[r][0], until = BASE + ranges[r][1];
+        int64_t add = extra_at >= from && extra_at < until ? extra : 0;
+        assert_int_equal(total(s, CPU "{pod=\"p0\"}", from, until), want_p0(from, until) + add);
+        assert_int_equal(total(s, CPU "{pod=\"p1\"}", from, until), want_p1(from, until));
+        assert_int_equal(total(s, CPU "{pod=~\"p.\"}", from, until),
+                         want_p0(from, until) + want_p1(from, until) + add);
+    }
+}
+
+/* Entries of the bundle table, read from LMDB itself (the store closed). */
+static size_t bundles_in(const char *name)
+{
+    char path[128];
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi db;
+    MDB_stat st = {0};
+
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    assert_int_equal(mdb_env_create(&env), 0);
+    assert_int_equal(mdb_env_set_maxdbs(env, 32), 0);
+    assert_int_equal(mdb_env_open(env, path, MDB_RDONLY, 0644), 0);
+    assert_int_equal(mdb_txn_begin(env, NULL, MDB_RDONLY, &txn), 0);
+    if (mdb_dbi_open(txn, "bundle", 0, &db) == 0) {
+        assert_int_equal(mdb_stat(txn, db, &st), 0);
+    }
+    mdb_txn_abort(txn);
+    mdb_env_close(env);
+    return st.ms_entries;
+}
+
+/* 10 s timeline buckets of p0 over [BASE, BASE + 1200): each one profile, by hand. */
+static void assert_timeline(struct fc_store *s)
+{
+    struct fc_selector sel;
+    struct fc_store_query q = {0};
+    struct fc_error err = {0};
+    int64_t buckets[WINDOWS];
+
+    assert_int_equal(fc_selector_parse(CPU "{pod=\"p0\"}", &sel, &err), FC_OK);
+    q.tenant = "anonymous";
+    q.selector = &sel;
+    q.from_ns = BASE * 1000000000LL;
+    q.until_ns = (BASE + 10 * WINDOWS) * 1000000000LL;
+    assert_int_equal(fc_store_timeline(s, &q, 10000000000LL, buckets, WINDOWS, &err), FC_OK);
+    for (int i = 0; i < WINDOWS; i++) {
+        assert_int_equal(buckets[i], 1000 + i);
+    }
+    fc_selector_release(&sel);
+}
+
+static void test_bundled_windows_answer_as_before(void **state)
+{
+    struct fc_store *s = written("answers");
+    struct fc_error err = {0};
+    uint64_t n = 0;
+
+    (void)state;
+    assert_answers(s, 0, 0);
+    /* Spans ending by BASE + 1000: 10 spans, 10 windows of p0 and 5 of p1 each. */
+    assert_int_equal(fc_store_bundle_before(s, BASE + 1000, &n, &err), FC_OK);
+    assert_int_equal(n, 10 * (10 + 5));
+    assert_answers(s, 0, 0);
+    assert_timeline(s);
+    /* Done once: the same cutoff again bundles nothing. */
+    assert_int_equal(fc_store_bundle_before(s, BASE + 1000, &n, &err), FC_OK);
+    assert_int_equal(n, 0);
+    assert_int_equal(fc_store_corrupt_windows(s), 0);
+    fc_store_close(s);
+    assert_int_equal(bundles_in("answers"), 10 * 2);
+    /* Reopened: read the same; every span is bundled already. */
+    s = fc_test_store_open(dir, "answers");
+    assert_answers(s, 0, 0);
+    assert_int_equal(fc_store_bundle_before(s, BASE + 1000, &n, &err), FC_OK);
+    assert_int_equal(n, 0);
+    /* The rest, up to a cutoff not on a span's edge (rounded down to 1100). */
+    assert_int_equal(fc_store_bundle_before(s, BASE + 1150, &n, &err), FC_OK);
+    assert_int_equal(n, 10 + 5);
+    assert_answers(s, 0, 0);
+    assert_timeline(s);
+    fc_store_close(s);
+}
+
+static void test_late_write_into_a_bundled_window(void **state)
+{
+    struct fc_store *s = written("late");
+    struct fc_error err = {0};
+    uint64_t n = 0;
+    int64_t at = BASE + 57; /* p0's window BASE + 50, bundled */
+
+    (void)state;
+    assert_int_equal(fc_store_bundle_before(s, BASE + 1200, &n, &err), FC_OK);
+    assert_int_equal(n, 12 * 15);
+    write1(s, profile("p0", at, "work", 100000));
+    assert_answers(s, at, 100000); /* open, not flushed */
+    assert_int_equal(fc_store_flush(s, &err), FC_OK);
+    assert_answers(s, at, 100000);
+    fc_store_close(s);
+    /* After a reopen the span is bundled again (its window was stored whole). */
+    s = fc_test_store_open(dir, "late");
+    assert_int_equal(fc_store_bundle_before(s, BASE + 1200, &n, &err), FC_OK);
+    assert_int_equal(n, 10);
+    assert_answers(s, at, 100000);
+    assert_int_equal(fc_store_corrupt_windows(s), 0);
+    fc_store_close(s);
+}
+
+static void test_retention_and_compaction_delete_bundles(void **state)
+{
+    struct fc_store *s = written("retention");
+    struct fc_error err = {0};
+    uint64_t n = 0;
+
+    (void)state;
+    assert_int_equal(fc_store_bundle_before(s, BASE + 1200, &n, &err), FC_OK);
+    fc_store_close(s);
+    assert_int_equal(bundles_in("retention"), 12 * 2);
+    s = fc_test_store_open(dir, "retention");
+    /* The first four windows go; the rest of their span is read from its bundle. */
+    assert_int_equal(fc_store_delete_before(s, BASE + 40, &n, &err), FC_OK);
+    assert_int_equal(total(s, CPU "{pod=\"p0\"}", BASE + 40, BASE + 100),
+                     want_p0(BASE + 40, BASE + 100));
+    assert_int_equal(total(s, CPU "{pod=\"p0\"}", BASE, BASE + 100),
+                     want_p0(BASE + 40, BASE + 100));
+    assert_int_equal(total(s, CPU "{pod=\"p1\"}", BASE + 10, BASE + 90),
+                     want_p1(BASE + 40, BASE + 90));
+    fc_store_close(s);
+    assert_int_equal(bundles_in("retention"), 12 * 2);
+    /* The span's end: its bundles go with its last windows. */
+    s = fc_test_store_open(dir, "retention");
+    assert_int_equal(fc_store_delete_before(s, BASE + 100, &n, &err), FC_OK);
+    assert_int_equal(total(s, CPU "{pod=~\"p.\"}", BASE, BASE + 1200),
+                     want_p0(BASE + 100, BASE + 1200) + want_p1(BASE + 100, BASE + 1200));
+    fc_store_close(s);
+    assert_int_equal(bundles_in("retention"), 11 * 2);
+    /* Compaction takes the bundles of the spans it compacts, and answers from 100 s windows. */
+    s = fc_test_store_open(dir, "retention");
+    assert_int_equal(fc_store_compact_before(s, BASE + 650, &n, &err), FC_OK);
+    assert_int_equal(total(s, CPU "{pod=\"p0\"}", BASE + 600, BASE + 1130),
+                     want_p0(BASE + 600, BASE + 1130));
+    assert_int_equal(total(s, CPU "{pod=\"p0\"}", BASE + 100, BASE + 600),
+                     want_p0(BASE + 100, BASE + 600));
+    fc_store_close(s);
+    assert_int_equal(bundles_in("retention"), 6 * 2);
+}
+
+/* Overwrites every bundle of the store at name with bytes that are no zstd frame. */
+static void damage_bundles(const char *name)
+{
+    char path[128];
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi db;
+    MDB_cursor *c;
+    MDB_val k, v, junk = {16, (void *)"not a zstd frame"};
+
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    assert_int_equal(mdb_env_create(&env), 0);
+    assert_int_equal(mdb_env_set_maxdbs(env, 32), 0);
+    assert_int_equal(mdb_env_open(env, path, 0, 0644), 0);
+    assert_int_equal(mdb_txn_begin(env, NULL, 0, &txn), 0);
+    assert_int_equal(mdb_dbi_open(txn, "bundle", 0, &db), 0);
+    assert_int_equal(mdb_cursor_open(txn, db, &c), 0);
+    for (int g = mdb_cursor_get(c, &k, &v, MDB_FIRST); g == 0;
+         g = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+        assert_int_equal(mdb_cursor_put(c, &k, &junk, MDB_CURRENT), 0);
+    }
+    mdb_cursor_close(c);
+    assert_int_equal(mdb_txn_commit(txn), 0);
+    mdb_env_close(env);
+}
+
+static void test_damaged_bundle_is_skipped(void **state)
+{
+    struct fc_store *s = written("damaged");
+    struct fc_error err = {0};
+    uint64_t n = 0;
+
+    (void)state;
+    assert_int_equal(fc_store_bundle_before(s, BASE + 200, &n, &err), FC_OK);
+    fc_store_close(s);
+    damage_bundles("damaged");
+    s = fc_test_store_open(dir, "damaged");
+    /* Its 10 s windows are skipped and counted; the 100 s windows and the rest still answer. */
+    assert_int_equal(total(s, CPU "{pod=\"p0\"}", BASE + 10, BASE + 90), 0);
+    assert_true(fc_store_corrupt_windows(s) > 0);
+    assert_int_equal(total(s, CPU "{pod=\"p0\"}", BASE, BASE + 200), want_p0(BASE, BASE + 200));
+    assert_int_equal(total(s, CPU "{pod=\"p0\"}", BASE + 210, BASE + 290),
+                     want_p0(BASE + 210, BASE + 290));
+    fc_store_close(s);
+}
+
+/*
+ * A pod of real profiles (the corpus' three Go CPU profiles in turn, every
+ * 10 s for an hour): bundling keeps every answer and takes fewer pages.
+ */
+static void test_bundles_shrink_a_pod(void **state)
+{
+    const char *files[3] = {"go-1s-cpu.pb.gz", "go-3s-cpu.pb.gz", "pyroscope-go-cpu.pb.gz"};
+    uint8_t *data[3];
+    size_t len[3];
+    struct fc_store *s = fc_test_store_open(dir, "shrink");
+    struct fc_error err = {0};
+    int64_t before[4], used_before, used_after;
+    uint64_t n = 0;
+    char path[512];
+
+    (void)state;
+    for (int k = 0; k < 3; k++) {
+        snprintf(path, sizeof(path), "%s/%s", fc_test_corpus(), files[k]);
+        assert_non_null(data[k] = fc_test_read(path, &len[k]));
+    }
+    for (int i = 0; i < 360; i++) {
+        struct fc_batch *b = fc_batch_new(0);
+        struct fc_profile *p = NULL;
+        assert_int_equal(fc_pprof_decode(b, data[i % 3], len[i % 3], NULL, &p, &err), FC_OK);
+        fc_profile_set_label(b, p, "service_name", "shrink");
+        fc_profile_set_label(b, p, "__name__", "process_cpu");
+        p->time_ns = (BASE + 10 * i + 1) * 1000000000LL;
+        write1(s, b);
+    }
+    assert_int_equal(fc_store_flush(s, &err), FC_OK);
+    for (int r = 0; r < 4; r++) {
+        before[r] =
+            total(s, CPU "{service_name=\"shrink\"}", BASE + 130 * r + 10, BASE + 3600 - 270 * r);
+        assert_true(before[r] > 0);
+    }
+    used_before = fc_store_used_bytes(s);
+    assert_int_equal(fc_store_bundle_before(s, BASE + 3600, &n, &err), FC_OK);
+    assert_int_equal(n, 360);
+    used_after = fc_store_used_bytes(s);
+    for (int r = 0; r < 4; r++) {
+        assert_int_equal(
+            total(s, CPU "{service_name=\"shrink\"}", BASE + 130 * r + 10, BASE + 3600 - 270 * r),
+            before[r]);
+    }
+    print_message("pages in use %lld -> %lld bytes bundled\n", (long long)used_before,
+                  (long long)used_after);
+    assert_true(used_after * 10 < used_before * 7);
+    fc_store_close(s);
+    for (int k = 0; k < 3; k++) {
+        free(data[k]);
+    }
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    snprintf(dir, sizeof(dir), "/tmp/fc-test-bundle-XXXXXX");
+    return mkdtemp(dir) == NULL ? -1 : 0;
+}
+
+static int teardown(void **state)
+{
+    char cmd[128];
+
+    (void)state;
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_bundled_windows_answer_as_before),
+        cmocka_unit_test(test_late_write_into_a_bundled_window),
+        cmocka_unit_test(test_retention_and_compaction_delete_bundles),
+        cmocka_unit_test(test_damaged_bundle_is_skipped),
+        cmocka_unit_test(test_bundles_shrink_a_pod),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
