@@ -24,8 +24,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-const char *const fc_store_db_names[N_DBS] = {"sym",   "symid", "series", "sid",  "ln",
-                                              "lv",    "post",  "node",   "meta", "span",
+const char *const fc_store_db_names[N_DBS] = {"sym",   "symid", "series", "sid",   "ln",
+                                              "lv",    "post",  "node",   "meta",  "span",
                                               "trace", "base",  "sbase",  "dirty", "bundle"};
 
 /*

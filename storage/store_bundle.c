@@ -116,6 +116,14 @@ bool fc_store_window_decode(struct fc_store *s, MDB_txn *txn, const char *tenant
     return ok;
 }
 
+void fc_store_bundle_again(struct fc_store *s, int64_t start)
+{
+    int64_t span = span_of(start), cur = atomic_load(&s->bundled_before);
+
+    while (span < cur && !atomic_compare_exchange_weak(&s->bundled_before, &cur, span)) {
+    }
+}
+
 /* One 10 s window of a span being bundled: a copy of its value, and its content. */
 struct member {
     int64_t start;

@@ -535,6 +535,8 @@ struct bundle_cache {
     size_t size;
 };
 void fc_store_bundle_cache_release(struct bundle_cache *c);
+/* A 10 s window at start went into LMDB: the next fc_store_bundle_before looks at its span. */
+void fc_store_bundle_again(struct fc_store *s, int64_t start);
 /*
  * Decodes the trees want accepts (NULL: all) of window (tenant, base, level,
  * start) whose stored value is v (fc_store_node_get's): from its own frame,

@@ -484,6 +484,9 @@ int fc_store_open_write(struct fc_store *s, MDB_txn *txn, int level, struct fc_e
         w.tenant = ow->tenant;
         rc = fc_store_merge_window(&w, ow->base, ow->level, ow->start, &ow->parts);
         rc = rc ? rc : fc_store_mark_ancestors(&w, ow->base, ow->level, ow->start);
+        if (ow->level == 0) {
+            fc_store_bundle_again(s, ow->start); /* a late or backfilled window gets bundled too */
+        }
     }
     if (rc == FC_OK && level == 0 && o->n > 0) {
         int r;

@@ -47,6 +47,10 @@ static const struct fc_field store_fields[] = {
     {"fine_retention", FC_FIELD_DURATION, "24h", OFF(fine_retention),
      "10 s windows older than this are compacted away: that past is queried at 100 s "
      "resolution (0 = keep them as long as `retention`)"},
+    {"bundle_after", FC_FIELD_DURATION, "5m", OFF(bundle_after),
+     "the 10 s windows of each 100 s span that ended this long ago are compressed together "
+     "(one zstd frame per pod and span) by the retention pass; answers are unchanged (0 = "
+     "never)"},
     {"retention_interval", FC_FIELD_DURATION, "1m", OFF(retention_interval),
      "how often retention runs"},
     {"max_size", FC_FIELD_SIZE, "0", OFF(max_size),
@@ -74,9 +78,11 @@ static int store_create(struct fc_exporter *self, struct fc_error *err)
     struct store_exporter *x;
     char labels[256];
 
-    if (cfg->retention < 0 || cfg->retention_interval <= 0 || cfg->fine_retention < 0) {
+    if (cfg->retention < 0 || cfg->retention_interval <= 0 || cfg->fine_retention < 0 ||
+        cfg->bundle_after < 0) {
         return fc_errorf(err, FC_ECONFIG,
-                         "retention and fine_retention must be >= 0 and retention_interval > 0");
+                         "retention, fine_retention and bundle_after must be >= 0 and "
+                         "retention_interval > 0");
     }
     if (cfg->id_cache_max_size < 0) {
         return fc_errorf(err, FC_ECONFIG, "id_cache_max_size must be >= 0");
@@ -118,6 +124,9 @@ static int store_create(struct fc_exporter *self, struct fc_error *err)
     x->retention_deleted = fc_metrics_counter(
         "flamecol_store_retention_deleted_total", labels,
         "Windows deleted by retention (age, size, or fine_retention compaction).");
+    x->bundled = fc_metrics_counter(
+        "flamecol_store_bundled_windows_total", labels,
+        "10 s windows compressed together with the others of their 100 s span (bundle_after).");
     x->open_bytes = fc_metrics_gauge(
         "flamecol_store_open_windows_bytes", labels,
         "Memory of the open windows: written since the last flush, kept merged beside the log.");
@@ -219,6 +228,14 @@ static void retention_pass(struct store_exporter *x)
         fc_store_compact_before(x->store, now_s - x->cfg->fine_retention / 1000000000LL, &deleted,
                                 &err) == FC_OK) {
         total += deleted;
+    }
+    if (x->cfg->bundle_after > 0) {
+        uint64_t bundled = 0;
+        if (fc_store_bundle_before(x->store, now_s - x->cfg->bundle_after / 1000000000LL, &bundled,
+                                   &err) == FC_OK &&
+            bundled > 0) {
+            fc_metric_add(x->bundled, (int64_t)bundled);
+        }
     }
     if (x->cfg->max_size > 0 && fc_store_trim(x->store, x->cfg->max_size / 10 * 9,
                                               x->cfg->max_size / 10 * 8, &deleted, &err) == FC_OK) {

@@ -18,6 +18,7 @@ struct store_config {
     const char *path;
     int64_t retention;
     int64_t fine_retention;
+    int64_t bundle_after; /* ns: 10 s windows of spans that ended this long ago are bundled */
     int64_t retention_interval;
     int64_t max_size;
     int64_t open_windows_max_size;
@@ -67,6 +68,7 @@ struct store_exporter {
     _Atomic int64_t *corrupt;
     _Atomic int64_t *used_bytes;
     _Atomic int64_t *retention_deleted;
+    _Atomic int64_t *bundled; /* flamecol_store_bundled_windows_total */
     _Atomic int64_t *open_bytes, *open_max_bytes, *log_bytes, *log_damaged;
     _Atomic int64_t *id_cache_bytes, *id_cache_max_bytes, *id_cache_hits, *id_cache_misses;
     _Atomic int64_t *refused[FC_STORE_FAILURE_KINDS]; /* writes refused, by cause */

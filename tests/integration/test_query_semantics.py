@@ -9,6 +9,8 @@ hand from hand-built inputs (never from flamecol's own answers):
   more is refused, on /pyroscope/render and on Connect;
 - fine_retention: a 10 s slice of the last compacted 100 s window (the one
   ending exactly at the compaction boundary) answers with that whole window.
+- bundle_after: 10 s windows bundled by the retention pass answer as sent,
+  slice by slice, and so does a late push into a bundled window.
 
 Units: folded `.cpu` pushes at the default sampleRate of 100 Hz are stored as
 value x 1e9/100 ns (README, /ingest parameters), so one count is TICK ns.
@@ -355,6 +357,48 @@ class CompactionBoundaryTest(unittest.TestCase):
                 checked += 1
                 break
             self.assertEqual(checked, 1, "the boundary kept moving")
+            self.assertEqual(c.stop(), 0, c.log())
+
+
+class BundleTest(unittest.TestCase):
+    """bundle_after: the past 10 s windows, compressed together per 100 s span by the
+    retention pass, answer exactly what was pushed, 10 s slice by slice."""
+
+    def test_bundled_windows_answer_as_pushed(self):
+        c = Collector(pipeline(bundle_after="1s"))
+        with c:
+            t0 = (int(time.time()) - 7200) // 100 * 100  # two hours ago, on a span's edge
+            n = 30  # three spans of 10 s windows
+            for i in range(n):
+                push(c, "bundled.cpu", "main;w%d %d\nmain;all 1\n" % (i % 4, 10 + i),
+                     when=t0 + 10 * i + 2, until=t0 + 10 * i + 3)
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and (c.metric(
+                    "flamecol_store_bundled_windows_total", 'exporter="store"') or 0) < n:
+                time.sleep(0.1)  # polling for the retention pass, not a fixed wait
+            self.assertGreaterEqual(
+                c.metric("flamecol_store_bundled_windows_total", 'exporter="store"'), n)
+
+            def ticks(frm, until):
+                status, d = get(c, "/pyroscope/render", {
+                    "query": '%s{service_name="bundled"}' % CPU, "from": str(frm),
+                    "until": str(until)})
+                self.assertEqual(status, 200, d)
+                return d["flamebearer"]["numTicks"]
+
+            # By hand: window i holds 10 + i + 1 counts.
+            for i in range(n):
+                self.assertEqual(ticks(t0 + 10 * i, t0 + 10 * i + 10), (11 + i) * TICK, i)
+            self.assertEqual(ticks(t0, t0 + 10 * n), sum(11 + i for i in range(n)) * TICK)
+            self.assertEqual(ticks(t0 + 30, t0 + 170), sum(11 + i for i in range(3, 17)) * TICK)
+            # A late push into a bundled window adds to it, and to nothing else.
+            push(c, "bundled.cpu", "main;late 1000\n", when=t0 + 52, until=t0 + 53)
+            self.assertEqual(ticks(t0 + 50, t0 + 60), (11 + 5 + 1000) * TICK)
+            self.assertEqual(ticks(t0 + 40, t0 + 50), (11 + 4) * TICK)
+            self.assertEqual(ticks(t0, t0 + 10 * n),
+                             (sum(11 + i for i in range(n)) + 1000) * TICK)
+            self.assertEqual(c.metric("flamecol_store_corrupt_windows_total", 'exporter="store"'),
+                             0)
             self.assertEqual(c.stop(), 0, c.log())
 
 

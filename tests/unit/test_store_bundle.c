@@ -75,9 +75,8 @@ static void write1(struct fc_store *s, struct fc_batch *b)
 }
 
 /* p0 at BASE + 10 i + 3 (cpu 1000 + i), p1 at every other (cpu 5), then flushed. */
-static struct fc_store *written(const char *name)
+static void write_all(struct fc_store *s)
 {
-    struct fc_store *s = fc_test_store_open(dir, name);
     struct fc_error err = {0};
 
     for (int i = 0; i < WINDOWS; i++) {
@@ -87,6 +86,13 @@ static struct fc_store *written(const char *name)
         }
     }
     assert_int_equal(fc_store_flush(s, &err), FC_OK);
+}
+
+static struct fc_store *written(const char *name)
+{
+    struct fc_store *s = fc_test_store_open(dir, name);
+
+    write_all(s);
     return s;
 }
 
@@ -239,13 +245,34 @@ static void test_late_write_into_a_bundled_window(void **state)
     assert_answers(s, at, 100000); /* open, not flushed */
     assert_int_equal(fc_store_flush(s, &err), FC_OK);
     assert_answers(s, at, 100000);
-    fc_store_close(s);
-    /* After a reopen the span is bundled again (its window was stored whole). */
-    s = fc_test_store_open(dir, "late");
+    /* Its window was stored whole: the next pass bundles its span again, and only it. */
     assert_int_equal(fc_store_bundle_before(s, BASE + 1200, &n, &err), FC_OK);
     assert_int_equal(n, 10);
     assert_answers(s, at, 100000);
+    fc_store_close(s);
+    /* After a reopen every span is looked at again: all bundled. */
+    s = fc_test_store_open(dir, "late");
+    assert_int_equal(fc_store_bundle_before(s, BASE + 1200, &n, &err), FC_OK);
+    assert_int_equal(n, 0);
+    assert_answers(s, at, 100000);
     assert_int_equal(fc_store_corrupt_windows(s), 0);
+    fc_store_close(s);
+}
+
+static void test_backfill_after_a_pass_is_bundled(void **state)
+{
+    struct fc_store *s = fc_test_store_open(dir, "backfill");
+    struct fc_error err = {0};
+    uint64_t n = 0;
+
+    (void)state;
+    /* A pass over an empty store first: the data comes after it, into that past. */
+    assert_int_equal(fc_store_bundle_before(s, BASE + 5000, &n, &err), FC_OK);
+    assert_int_equal(n, 0);
+    write_all(s);
+    assert_int_equal(fc_store_bundle_before(s, BASE + 5000, &n, &err), FC_OK);
+    assert_int_equal(n, 12 * 15);
+    assert_answers(s, 0, 0);
     fc_store_close(s);
 }
 
@@ -408,6 +435,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bundled_windows_answer_as_before),
         cmocka_unit_test(test_late_write_into_a_bundled_window),
+        cmocka_unit_test(test_backfill_after_a_pass_is_bundled),
         cmocka_unit_test(test_retention_and_compaction_delete_bundles),
         cmocka_unit_test(test_damaged_bundle_is_skipped),
         cmocka_unit_test(test_bundles_shrink_a_pod),
