@@ -4,7 +4,9 @@
  * same run: merging every 10 s window of the range (the store without its
  * segment tree), and decoding and merging every raw profile of the range.
  * Also bytes on disk per profile next to the raw .pb.gz bytes, and ingest
- * throughput with sync: batch (one commit per group of 16 profiles), and
+ * throughput with sync: batch (one commit per group of 16 profiles), the
+ * bytes once the 10 s windows are bundled (bundle_after; the queries read
+ * them bundled), and
  * the bytes per profile once the 10 s windows are compacted (fine_retention)
  * with the steady state that gives under the default retention. What the
  * line-level detail costs: the 24 h flame graph by line (granularity=lines),
@@ -195,7 +197,7 @@ static char *scale_run(int n_series, uint8_t *const *cpu, const size_t *cpu_len)
     struct fc_store_options o = {0};
     struct fc_store *store;
     struct fc_error err = {0};
-    int64_t raw_bytes = 0, t0, wall_ns, disk, used_full, used_coarse;
+    int64_t raw_bytes = 0, t0, wall_ns, disk, used_loose, used_full, used_coarse;
     double cpu0, cpu_s;
     int last_pod = (SCALE_PROFILES - 1) % n_series;
     char one[256], all[256];
@@ -239,6 +241,15 @@ static char *scale_run(int n_series, uint8_t *const *cpu, const size_t *cpu_len)
     wall_ns = fc_now_mono_ns() - t0;
     cpu_s = bench_cpu_self() - cpu0;
     disk = fc_store_disk_bytes(store);
+    used_loose = fc_store_used_bytes(store);
+    {
+        /* As the retention pass does with bundle_after: every span past bundled. */
+        uint64_t bundled = 0;
+        if (fc_store_bundle_before(store, BASE_S + 86400 + 100, &bundled, &err) != FC_OK) {
+            fprintf(stderr, "bundle: %s\n", err.msg);
+            exit(1);
+        }
+    }
     used_full = fc_store_used_bytes(store);
     printf("scale %d pods: ingest %d profiles (library, sync batch, groups of 16): %.0f "
            "profiles/s, %.0f profiles per CPU-second (%.1f CPU-ms each)\n",
@@ -316,11 +327,12 @@ static char *scale_run(int n_series, uint8_t *const *cpu, const size_t *cpu_len)
         used_coarse = fc_store_used_bytes(store);
     }
     sample_self_anon();
-    printf("scale %d pods: disk %.0f bytes/profile (file), pages in use %.0f -> %.0f "
-           "bytes/profile compacted; raw .pb.gz %.0f: %.1f%% -> %.1f%% of raw (targets <= 15%% "
-           "and <= 8%%); bench RssAnon peak so far %.1f MB\n",
-           n_series, (double)disk / SCALE_PROFILES, (double)used_full / SCALE_PROFILES,
-           (double)used_coarse / SCALE_PROFILES, (double)raw_bytes / SCALE_PROFILES,
+    printf("scale %d pods: disk %.0f bytes/profile (file), pages in use %.0f -> %.0f bundled -> "
+           "%.0f bytes/profile compacted; raw .pb.gz %.0f: %.1f%% -> %.1f%% -> %.1f%% of raw "
+           "(targets <= 15%% and <= 8%%); bench RssAnon peak so far %.1f MB\n",
+           n_series, (double)disk / SCALE_PROFILES, (double)used_loose / SCALE_PROFILES,
+           (double)used_full / SCALE_PROFILES, (double)used_coarse / SCALE_PROFILES,
+           (double)raw_bytes / SCALE_PROFILES, 100.0 * (double)used_loose / (double)raw_bytes,
            100.0 * (double)used_full / (double)raw_bytes,
            100.0 * (double)used_coarse / (double)raw_bytes, (double)peak_self_anon_kb / 1024);
     fc_store_close(store);
@@ -597,6 +609,29 @@ int main(int argc, char **argv)
                (double)written / secs, secs, bench_cpu_self() - cpu0, (double)disk / 1e6,
                (double)disk / (double)written, (double)raw_bytes / (double)written,
                100.0 * (double)disk / (double)raw_bytes);
+    }
+    {
+        /*
+         * bundle_after: the retention pass bundles the 10 s windows of every
+         * span past (here all of them); the queries below read them bundled.
+         */
+        int64_t used_loose = fc_store_used_bytes(store), used_bundled;
+        uint64_t bundled = 0;
+        double c0 = bench_cpu_self();
+        t0 = fc_now_mono_ns();
+        if (fc_store_bundle_before(store, BASE_S + hours * 3600LL + 100, &bundled, &err) != FC_OK) {
+            fprintf(stderr, "bundle: %s\n", err.msg);
+            return 1;
+        }
+        used_bundled = fc_store_used_bytes(store);
+        printf("bundling: %llu windows in %.0f ms (%.3f CPU-ms each); pages in use %.1f MB -> %.1f "
+               "MB: %.0f -> %.0f bytes/profile (%.1f%% -> %.1f%% of raw)\n",
+               (unsigned long long)bundled, (double)(fc_now_mono_ns() - t0) / 1e6,
+               1000.0 * (bench_cpu_self() - c0) / (double)(bundled ? bundled : 1),
+               (double)used_loose / 1e6, (double)used_bundled / 1e6,
+               (double)used_loose / (double)written, (double)used_bundled / (double)written,
+               100.0 * (double)used_loose / (double)raw_bytes,
+               100.0 * (double)used_bundled / (double)raw_bytes);
     }
     {
         static const struct {

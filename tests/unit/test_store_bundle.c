@@ -407,7 +407,7 @@ static void test_bundles_shrink_a_pod(void **state)
     }
     print_message("pages in use %lld -> %lld bytes bundled\n", (long long)used_before,
                   (long long)used_after);
-    assert_true(used_after * 10 < used_before * 7);
+    assert_true(used_after * 4 < used_before * 3);
     fc_store_close(s);
     for (int k = 0; k < 3; k++) {
         free(data[k]);
