@@ -1,26 +1,36 @@
 /*
  * Bundles (format 9): once a 100 s span is past, the 10 s windows one base
- * holds in it are compressed together, one zstd frame in `bundle` under
- * (tenant 0 be32(base) be64(span start)). Each window's node value keeps
- * its header (series, totals, column lengths: what timelines and listings
- * read) and, instead of its own frame, the slice of the bundle its content
- * is (store_pack.c, PACKED_BUNDLED).
+ * holds in it are compressed together, under (tenant 0 be32(base) be64(span
+ * start)) in `bundle`:
+ *
+ *   le32 L | a zstd frame of L bytes, the index: uvarint n, n x (uvarint
+ *   slot (the window's start - span, / 10), uvarint entry length), then the
+ *   entries one after the other | a zstd frame: the windows' contents.
+ *
+ * A window's entry is its value as it was (store_pack.c: its header of
+ * series, totals and column lengths), marked bundled, its own frame
+ * replaced by the offset and length of its content in the bundle's
+ * contents. Its node value is then only FC_STORE_BUNDLED_MARKER (4 bytes):
+ * the key stays, for every reader that walks windows by key.
  *
  * Why: a 10 s window of one pod is about 2.3 KB compressed, just past what
  * LMDB keeps inside a leaf page, so each took an overflow page of 4 KiB of
- * its own; and neighbouring windows of one pod share most of their shape,
- * which zstd only finds when they are in one frame. Measured on the store
- * benchmark's pod (docs/internals/store.md, Bundles).
+ * its own; neighbouring windows of one pod share most of their stacks,
+ * which zstd only finds in one frame; and their headers, nearly the same
+ * from one window to the next, compress together too. Measured in
+ * docs/internals/store.md (Bundles).
  *
- * Readers decode a bundled window through fc_store_window_decode; a write
+ * Readers parse a window with fc_store_window_parse and decode it with
+ * fc_store_window_decode, through a struct bundle_cache: the span's windows
+ * are read together, and the index alone is enough for totals. A write
  * into a bundled window (a late profile) reads it from its bundle and
- * stores it whole again, leaving its slice unused until retention deletes
- * the bundle with its span.
+ * stores it whole again; the next pass bundles its span again.
  */
 #include "storage/store_int.h"
 
 #include "core/buf.h"
 #include "core/mem.h"
+#include "formats/pb.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -37,6 +47,11 @@ static int64_t span_of(int64_t start)
     return (start >= 0 ? start / w : (start - w + 1) / w) * w;
 }
 
+static int slot_of(int64_t start)
+{
+    return (int)((start - span_of(start)) / fc_store_level_secs[0]);
+}
+
 static void bundle_key(struct key *k, const char *tenant, uint32_t base, int64_t span)
 {
     key_tenant(k, tenant);
@@ -47,72 +62,152 @@ static void bundle_key(struct key *k, const char *tenant, uint32_t base, int64_t
 void fc_store_bundle_cache_release(struct bundle_cache *c)
 {
     free(c->tenant);
+    free(c->index);
+    free(c->frame);
     free(c->raw);
     memset(c, 0, sizeof(*c));
 }
 
-/*
- * The content of the bundle (tenant, base, span): from cache, else read and
- * decompressed, then kept in cache (or, without one, returned in *owned).
- */
-static const uint8_t *bundle_raw(struct fc_store *s, MDB_txn *txn, const char *tenant,
-                                 uint32_t base, int64_t span, struct bundle_cache *cache,
-                                 uint8_t **owned, size_t *size)
+bool fc_store_bundled_marker(const MDB_val *v)
+{
+    uint32_t flags;
+
+    if (v->mv_size != 4) {
+        return false;
+    }
+    memcpy(&flags, v->mv_data, 4);
+    return flags == FC_STORE_BUNDLED_MARKER;
+}
+
+/* The index of c (decompressed): where each slot's entry is. */
+static bool parse_index(struct bundle_cache *c)
+{
+    struct fc_pb r;
+    uint64_t n, at;
+
+    fc_pb_init(&r, c->index, c->index_len);
+    if (fc_pb_varint(&r, &n) != 0 || n > FC_STORE_BUNDLE_SLOTS) {
+        return false;
+    }
+    at = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        uint64_t slot, len;
+        if (fc_pb_varint(&r, &slot) != 0 || fc_pb_varint(&r, &len) != 0 ||
+            slot >= FC_STORE_BUNDLE_SLOTS || c->len[slot] != 0 || len == 0 || len > c->index_len) {
+            return false;
+        }
+        c->at[slot] = (uint32_t)at;
+        c->len[slot] = (uint32_t)len;
+        at += len;
+    }
+    if (at != (uint64_t)(r.end - r.p)) {
+        return false;
+    }
+    for (int k = 0; k < FC_STORE_BUNDLE_SLOTS; k++) {
+        c->at[k] += (uint32_t)(r.p - c->index);
+    }
+    return true;
+}
+
+/* Loads bundle (tenant, base, span) into c, unless it holds it already; false when corrupt. */
+static bool bundle_load(struct fc_store *s, MDB_txn *txn, const char *tenant, uint32_t base,
+                        int64_t span, struct bundle_cache *c)
 {
     struct key k;
     MDB_val kv, v;
-    uint8_t *raw;
+    uint32_t ilen;
 
-    if (cache != NULL && cache->raw != NULL && cache->base == base && cache->span == span &&
-        strcmp(cache->tenant, tenant) == 0) {
-        *size = cache->size;
-        return cache->raw;
+    if (c->tenant != NULL && c->base == base && c->span == span && strcmp(c->tenant, tenant) == 0) {
+        return c->index != NULL;
     }
+    fc_store_bundle_cache_release(c);
+    c->tenant = fc_xstrdup(tenant);
+    c->base = base;
+    c->span = span;
     bundle_key(&k, tenant, base, span);
     kv = val(k.b, k.n);
-    if (mdb_get(txn, s->db[DB_BUNDLE], &kv, &v) != 0 ||
-        (raw = fc_tree_unzstd(v.mv_data, v.mv_size, size)) == NULL) {
-        return NULL;
+    if (mdb_get(txn, s->db[DB_BUNDLE], &kv, &v) != 0 || v.mv_size < 4) {
+        return false;
     }
-    if (cache == NULL) {
-        *owned = raw;
-        return raw;
+    memcpy(&ilen, v.mv_data, 4);
+    if (ilen > v.mv_size - 4 ||
+        (c->index = fc_tree_unzstd((const uint8_t *)v.mv_data + 4, ilen, &c->index_len)) == NULL) {
+        return false;
     }
-    fc_store_bundle_cache_release(cache);
-    cache->tenant = fc_xstrdup(tenant);
-    cache->base = base;
-    cache->span = span;
-    cache->raw = raw;
-    cache->size = *size;
-    return raw;
+    if (!parse_index(c)) {
+        free(c->index);
+        c->index = NULL;
+        return false;
+    }
+    /* A copy, decompressed when a tree is wanted: LMDB's pointer dies with the next put. */
+    c->frame_len = v.mv_size - 4 - ilen;
+    c->frame = fc_xmalloc(c->frame_len + 1);
+    memcpy(c->frame, (const uint8_t *)v.mv_data + 4 + ilen, c->frame_len);
+    return true;
+}
+
+/* The contents of a loaded bundle, decompressed on first use; NULL when corrupt. */
+static const uint8_t *bundle_contents(struct bundle_cache *c, size_t *size)
+{
+    if (c->raw == NULL && c->index != NULL) {
+        c->raw = fc_tree_unzstd(c->frame, c->frame_len, &c->size);
+    }
+    *size = c->size;
+    return c->raw;
+}
+
+bool fc_store_window_parse(struct fc_store *s, MDB_txn *txn, const char *tenant, uint32_t base,
+                           int64_t start, const MDB_val *v, struct bundle_cache *cache,
+                           struct packed *p)
+{
+    int slot = slot_of(start);
+
+    if (!fc_store_bundled_marker(v)) {
+        if (!fc_store_packed_parse(v->mv_data, v->mv_size, p)) {
+            return false;
+        }
+        if (p->bundled) {
+            fc_store_packed_release(p); /* a slice outside a bundle: never written so */
+            return false;
+        }
+        return true;
+    }
+    if (!bundle_load(s, txn, tenant, base, span_of(start), cache) || cache->len[slot] == 0 ||
+        !fc_store_packed_parse(cache->index + cache->at[slot], cache->len[slot], p)) {
+        return false;
+    }
+    if (!p->bundled) {
+        fc_store_packed_release(p);
+        return false;
+    }
+    return true;
 }
 
 bool fc_store_window_decode(struct fc_store *s, MDB_txn *txn, const char *tenant, uint32_t base,
                             int64_t start, const MDB_val *v, struct bundle_cache *cache,
                             bool (*want)(void *ctx, uint32_t series), void *ctx, struct parts *ps)
 {
+    struct bundle_cache local = {0};
+    struct bundle_cache *c = cache != NULL ? cache : &local;
     struct packed p;
     const uint8_t *raw;
-    uint8_t *owned = NULL;
     size_t size = 0;
-    bool ok;
+    bool ok = true;
 
-    if (!fc_store_packed_parse(v->mv_data, v->mv_size, &p)) {
-        return false;
-    }
-    if (!p.bundled) {
-        fc_store_packed_release(&p);
+    if (!fc_store_bundled_marker(v)) {
         return fc_store_packed_decode(v->mv_data, v->mv_size, want, ctx, ps);
     }
-    if (!fc_store_packed_wanted(&p, want, ctx)) {
-        fc_store_packed_release(&p);
-        return true;
+    if (!fc_store_window_parse(s, txn, tenant, base, start, v, c, &p)) {
+        fc_store_bundle_cache_release(&local);
+        return false;
     }
-    raw = bundle_raw(s, txn, tenant, base, span_of(start), cache, &owned, &size);
-    ok = raw != NULL && p.slice_off <= size && p.slice_len <= size - p.slice_off &&
-         fc_store_packed_decode_raw(&p, raw + p.slice_off, (size_t)p.slice_len, want, ctx, ps);
-    free(owned);
+    if (fc_store_packed_wanted(&p, want, ctx)) {
+        raw = bundle_contents(c, &size);
+        ok = raw != NULL && p.slice_off <= size && p.slice_len <= size - p.slice_off &&
+             fc_store_packed_decode_raw(&p, raw + p.slice_off, (size_t)p.slice_len, want, ctx, ps);
+    }
     fc_store_packed_release(&p);
+    fc_store_bundle_cache_release(&local);
     return ok;
 }
 
@@ -124,12 +219,83 @@ void fc_store_bundle_again(struct fc_store *s, int64_t start)
     }
 }
 
-/* One 10 s window of a span being bundled: a copy of its value, and its content. */
+/* One 10 s window of a span being bundled: its entry (header, marked bundled) and content. */
 struct member {
     int64_t start;
-    struct fc_buf value; /* the node value as read (LMDB's pointers die with the first put) */
-    uint64_t off, len;   /* its content in the new bundle */
+    struct fc_buf entry;
 };
+
+static uint8_t *compress(const struct fc_buf *b, size_t *len)
+{
+    size_t bound = ZSTD_compressBound(b->len);
+    uint8_t *out = fc_xmalloc(bound);
+
+    *len = ZSTD_compress(out, bound, b->data ? b->data : (const uint8_t *)"", b->len, 3);
+    if (ZSTD_isError(*len)) {
+        free(out);
+        return NULL;
+    }
+    return out;
+}
+
+/* Writes the bundle of members m[0..n) (contents in content) and their markers, in txn. */
+static int bundle_put(struct fc_store *s, MDB_txn *txn, const char *tenant, uint32_t base,
+                      int64_t span, const struct member *m, size_t n, const struct fc_buf *content)
+{
+    struct fc_buf index, value;
+    uint8_t *zi, *zc;
+    size_t li = 0, lc = 0;
+    uint32_t marker = FC_STORE_BUNDLED_MARKER, l32;
+    struct key k;
+    MDB_val kv, v;
+    int rc = 0;
+
+    fc_buf_init(&index, 0);
+    fc_pb_put_varint(&index, n);
+    for (size_t i = 0; i < n; i++) {
+        fc_pb_put_varint(&index, (uint64_t)slot_of(m[i].start));
+        fc_pb_put_varint(&index, m[i].entry.len);
+    }
+    for (size_t i = 0; i < n; i++) {
+        fc_buf_append(&index, m[i].entry.data, m[i].entry.len);
+    }
+    zi = compress(&index, &li);
+    zc = compress(content, &lc);
+    fc_buf_release(&index);
+    if (zi == NULL || zc == NULL) {
+        free(zi);
+        free(zc);
+        return EIO;
+    }
+    fc_buf_init(&value, 4 + li + lc);
+    l32 = (uint32_t)li;
+    fc_buf_append(&value, &l32, 4);
+    fc_buf_append(&value, zi, li);
+    fc_buf_append(&value, zc, lc);
+    free(zi);
+    free(zc);
+    bundle_key(&k, tenant, base, span);
+    kv = val(k.b, k.n);
+    v = val(value.data, value.len);
+    rc = mdb_put(txn, s->db[DB_BUNDLE], &kv, &v, 0);
+    fc_buf_release(&value);
+    /*
+     * Deleted first, then put in order: overwriting each small entry (an
+     * overflow page's number) in place left the leaf pages a third full.
+     */
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        node_key(&k, tenant, base, 0, m[i].start);
+        kv = val(k.b, k.n);
+        rc = mdb_del(txn, s->db[DB_NODE], &kv, NULL);
+    }
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        node_key(&k, tenant, base, 0, m[i].start);
+        kv = val(k.b, k.n);
+        v = val(&marker, 4);
+        rc = mdb_put(txn, s->db[DB_NODE], &kv, &v, 0);
+    }
+    return rc;
+}
 
 /*
  * Bundles the 10 s windows starts[0..n) of (tenant, base) in span, in txn,
@@ -139,7 +305,7 @@ struct member {
 static int bundle_span(struct fc_store *s, MDB_txn *txn, const char *tenant, uint32_t base,
                        int64_t span, const int64_t *starts, size_t n, uint64_t *bundled)
 {
-    struct member m[10];
+    struct member m[FC_STORE_BUNDLE_SLOTS];
     struct fc_buf content;
     struct bundle_cache old = {0};
     struct key k;
@@ -151,80 +317,47 @@ static int bundle_span(struct fc_store *s, MDB_txn *txn, const char *tenant, uin
     fc_buf_init(&content, 0);
     for (size_t i = 0; i < n && ok; i++) {
         struct packed p;
+        const uint8_t *raw = NULL;
+        uint8_t *owned = NULL;
+        size_t size = 0, off = content.len;
         node_key(&k, tenant, base, 0, starts[i]);
         kv = val(k.b, k.n);
         if (mdb_get(txn, s->db[DB_NODE], &kv, &v) != 0 ||
-            !fc_store_packed_parse(v.mv_data, v.mv_size, &p)) {
+            !fc_store_window_parse(s, txn, tenant, base, starts[i], &v, &old, &p)) {
             ok = false;
             break;
         }
-        m[got].start = starts[i];
-        m[got].off = content.len;
-        fc_buf_init(&m[got].value, 0);
-        fc_buf_append(&m[got].value, v.mv_data, v.mv_size);
-        got++;
         if (p.bundled) {
-            size_t size;
-            uint8_t *unused = NULL;
-            const uint8_t *raw = bundle_raw(s, txn, tenant, base, span, &old, &unused, &size);
+            raw = bundle_contents(&old, &size);
             ok = raw != NULL && p.slice_off <= size && p.slice_len <= size - p.slice_off;
             if (ok) {
                 fc_buf_append(&content, raw + p.slice_off, (size_t)p.slice_len);
             }
         } else {
-            size_t size;
-            uint8_t *raw = fc_tree_unzstd(p.frame, p.frame_len, &size);
-            ok = raw != NULL;
+            ok = (owned = fc_tree_unzstd(p.frame, p.frame_len, &size)) != NULL;
             if (ok) {
-                fc_buf_append(&content, raw, size);
+                fc_buf_append(&content, owned, size);
             }
-            free(raw);
+            free(owned);
             loose++;
         }
-        m[got - 1].len = content.len - m[got - 1].off;
+        if (ok) {
+            /* Its entry: the header it has, its frame replaced by its slice of the contents. */
+            m[got].start = starts[i];
+            fc_buf_init(&m[got].entry, 0);
+            fc_store_packed_stub(p.bundled ? old.index + old.at[slot_of(starts[i])]
+                                           : (const uint8_t *)v.mv_data,
+                                 &p, off, content.len - off, &m[got].entry);
+            got++;
+        }
         fc_store_packed_release(&p);
     }
     if (ok && loose > 0 && n >= 2) {
-        size_t bound = ZSTD_compressBound(content.len);
-        uint8_t *frame = fc_xmalloc(bound);
-        size_t z = ZSTD_compress(frame, bound, content.data ? content.data : (const uint8_t *)"",
-                                 content.len, 3);
-        if (ZSTD_isError(z)) {
-            rc = EIO;
-        } else {
-            bundle_key(&k, tenant, base, span);
-            kv = val(k.b, k.n);
-            v = val(frame, z);
-            rc = mdb_put(txn, s->db[DB_BUNDLE], &kv, &v, 0);
-        }
-        free(frame);
-        /*
-         * Deleted first, then put in order: growing each small entry (an
-         * overflow page's number) into its header in place split the leaf
-         * pages into thirds (measured: 1,946 leaf pages against 1,201).
-         */
-        for (size_t i = 0; rc == 0 && i < got; i++) {
-            node_key(&k, tenant, base, 0, m[i].start);
-            kv = val(k.b, k.n);
-            rc = mdb_del(txn, s->db[DB_NODE], &kv, NULL);
-        }
-        for (size_t i = 0; rc == 0 && i < got; i++) {
-            struct packed p;
-            struct fc_buf stub;
-            fc_buf_init(&stub, 0);
-            fc_store_packed_parse(m[i].value.data, m[i].value.len, &p); /* parsed above */
-            fc_store_packed_stub(m[i].value.data, &p, m[i].off, m[i].len, &stub);
-            fc_store_packed_release(&p);
-            node_key(&k, tenant, base, 0, m[i].start);
-            kv = val(k.b, k.n);
-            v = val(stub.data, stub.len);
-            rc = mdb_put(txn, s->db[DB_NODE], &kv, &v, 0);
-            fc_buf_release(&stub);
-        }
+        rc = bundle_put(s, txn, tenant, base, span, m, got, &content);
         *bundled += rc == 0 ? got : 0;
     }
     for (size_t i = 0; i < got; i++) {
-        fc_buf_release(&m[i].value);
+        fc_buf_release(&m[i].entry);
     }
     fc_store_bundle_cache_release(&old);
     fc_buf_release(&content);
@@ -286,7 +419,7 @@ static int bundle_txn(struct fc_store *s, int64_t from, int64_t cutoff, char *te
         char t[256];
         uint32_t b;
         int level;
-        int64_t start, span, starts[10];
+        int64_t start, span, starts[FC_STORE_BUNDLE_SLOTS];
         size_t n = 0;
 
         if (!parse_node_key(&kv, t, sizeof(t), &b, &level, &start)) {
@@ -313,7 +446,7 @@ static int bundle_txn(struct fc_store *s, int64_t from, int64_t cutoff, char *te
             break;
         }
         span = span_of(start);
-        while (g == 0 && n < 10) {
+        while (g == 0 && n < FC_STORE_BUNDLE_SLOTS) {
             char t2[256];
             uint32_t b2;
             int l2;

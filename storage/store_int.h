@@ -136,11 +136,11 @@ struct fc_store {
     MDB_env *env;
     MDB_dbi db[N_DBS];
     char *path;
-    int lock_fd;                   /* flock()ed: one process per directory */
-    int64_t max_size;              /* 0 = none; the map is larger (headroom for deletes) */
-    _Atomic int64_t used;          /* bytes of pages in use, as of the last commit */
-    _Atomic uint64_t corrupt;      /* windows (or posting chunks) skipped: did not decode */
-    _Atomic int64_t coarse_before; /* 10 s windows before this were compacted away */
+    int lock_fd;                    /* flock()ed: one process per directory */
+    int64_t max_size;               /* 0 = none; the map is larger (headroom for deletes) */
+    _Atomic int64_t used;           /* bytes of pages in use, as of the last commit */
+    _Atomic uint64_t corrupt;       /* windows (or posting chunks) skipped: did not decode */
+    _Atomic int64_t coarse_before;  /* 10 s windows before this were compacted away */
     _Atomic int64_t bundled_before; /* spans before this were bundled since the open */
     _Atomic uint64_t failures[FC_STORE_FAILURE_KINDS]; /* refused writes, by kind */
     _Atomic int64_t last_flush_ns; /* monotonic time of the last fc_store_flush */
@@ -488,7 +488,7 @@ struct packed {
     uint32_t n;
     uint32_t *series;
     int64_t *totals;
-    uint64_t *raw_lens; /* columns: 3 a tree (names, selfs, counts); else 1 a tree */
+    uint64_t *raw_lens;   /* columns: 3 a tree (names, selfs, counts); else 1 a tree */
     const uint8_t *frame; /* the zstd frame; bundled: the slice's two varints */
     size_t frame_len;
     bool columns; /* the trees are in columns (format 7), else interleaved */
@@ -526,23 +526,44 @@ int fc_store_packed_stub(const uint8_t *data, const struct packed *p, uint64_t o
 
 /* ---- bundles: the 10 s windows of a 100 s span in one frame (store_bundle.c) -------------- */
 
-/* The last bundle a reader decompressed (a span's 10 s windows are read together). */
+/* 10 s windows in a 100 s span: a bundle's slots. */
+#define FC_STORE_BUNDLE_SLOTS 10
+/* The node value of a bundled 10 s window: its entry is in its span's bundle. */
+#define FC_STORE_BUNDLED_MARKER 0x20000000u
+
+/* The last bundle a reader loaded (a span's 10 s windows are read together). */
 struct bundle_cache {
-    char *tenant; /* owned */
+    char *tenant; /* owned; NULL: nothing loaded */
     uint32_t base;
     int64_t span;
-    uint8_t *raw; /* owned: the bundle's content */
+    uint8_t *index; /* owned: the index, decompressed (NULL: the bundle is missing or corrupt) */
+    size_t index_len;
+    uint32_t at[FC_STORE_BUNDLE_SLOTS], len[FC_STORE_BUNDLE_SLOTS]; /* each slot's entry */
+    uint8_t *frame; /* owned: a copy of the contents' frame */
+    size_t frame_len;
+    uint8_t *raw; /* owned: the contents, once decompressed */
     size_t size;
 };
 void fc_store_bundle_cache_release(struct bundle_cache *c);
 /* A 10 s window at start went into LMDB: the next fc_store_bundle_before looks at its span. */
 void fc_store_bundle_again(struct fc_store *s, int64_t start);
+/* Whether v is a bundled window's marker. */
+bool fc_store_bundled_marker(const MDB_val *v);
 /*
- * Decodes the trees want accepts (NULL: all) of window (tenant, base, level,
- * start) whose stored value is v (fc_store_node_get's): from its own frame,
- * or for a bundled 10 s window from its span's bundle (through cache when
- * not NULL: valid for one read transaction, or one that writes no bundle).
- * False when the value or its bundle is corrupt.
+ * Parses the header of window (tenant, base, start) whose stored value is v:
+ * the value itself, or a bundled window's entry in its span's bundle,
+ * loaded into cache (p points into it: valid while cache holds that bundle).
+ * A cache is valid for one read transaction, or a write transaction that
+ * writes no bundle while it is used. False when corrupt.
+ */
+bool fc_store_window_parse(struct fc_store *s, MDB_txn *txn, const char *tenant, uint32_t base,
+                           int64_t start, const MDB_val *v, struct bundle_cache *cache,
+                           struct packed *p);
+/*
+ * Decodes the trees want accepts (NULL: all) of window (tenant, base, start)
+ * whose stored value is v (fc_store_node_get's): from its own frame, or for
+ * a bundled 10 s window from its span's bundle (through cache, when not
+ * NULL). False when the value or its bundle is corrupt.
  */
 bool fc_store_window_decode(struct fc_store *s, MDB_txn *txn, const char *tenant, uint32_t base,
                             int64_t start, const MDB_val *v, struct bundle_cache *cache,

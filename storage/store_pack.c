@@ -9,10 +9,10 @@
  * Format 6 and older (the bit clear), read as they are:
  *   le32 header length | header: uvarint n, n x (uvarint series, uvarint total,
  *   uvarint raw length) | one zstd frame of the n interleaved trees.
- * Format 9 (PACKED_BUNDLED also set): a bundled 10 s window, the same header
- * followed by uvarint offset, uvarint length: its content (what the frame
- * would decompress to) is that slice of its 100 s span's bundle
- * (store_bundle.c), one zstd frame for the span's windows together.
+ * Format 9 (PACKED_BUNDLED also set): a bundled 10 s window's entry in its
+ * 100 s span's bundle (store_bundle.c), the same header followed by uvarint
+ * offset, uvarint length: its content (what the frame would decompress to)
+ * is that slice of the bundle's contents.
  * Totals are readable without decompressing; similar trees compress together,
  * the more when each column of every tree sits with the same column of the
  * others (about a sixth smaller for a window of 35 small trees than each

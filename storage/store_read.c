@@ -296,13 +296,16 @@ struct merge {
     bool found;
 };
 
-/* Whether a packed window holds a positive total for the group (header only). */
-static bool window_has(const struct base_group *group, const MDB_val *v)
+/* Whether window (level, start), stored as v, holds a positive total for m's group (header only).
+ */
+static bool window_has(struct merge *m, int64_t start, const MDB_val *v)
 {
+    const struct base_group *group = m->group;
     struct packed p;
     bool has = false;
 
-    if (!fc_store_packed_parse(v->mv_data, v->mv_size, &p)) {
+    if (!fc_store_window_parse(m->r->s, m->r->txn, m->r->tenant, group->base, start, v,
+                               &m->r->bundles, &p)) {
         return false;
     }
     for (uint32_t i = 0; i < p.n && !has; i++) {
@@ -329,7 +332,7 @@ static void take(struct merge *m, int level, int64_t window)
         return;
     }
     if (m->tree == NULL) {
-        m->found = m->found || window_has(m->group, &v);
+        m->found = m->found || window_has(m, window, &v);
         return;
     }
     /* Decoded apart first: a corrupt window is skipped whole, never half merged. */
@@ -563,7 +566,7 @@ static int timeline_scan(struct reader *r, const struct base_group *group, int l
             fc_store_node_get(r->s, r->txn, r->tenant, group->base, level, w, &v) != 0) {
             continue; /* a link whose child is gone: nothing there */
         }
-        if (!fc_store_packed_parse(v.mv_data, v.mv_size, &p)) {
+        if (!fc_store_window_parse(r->s, r->txn, r->tenant, group->base, w, &v, &r->bundles, &p)) {
             atomic_fetch_add(&r->s->corrupt, 1);
             continue;
         }
