@@ -4,27 +4,37 @@
  * start)) in `bundle`:
  *
  *   le32 L | a zstd frame of L bytes, the index: uvarint n, n x (uvarint
- *   slot (the window's start - span, / 10), uvarint entry length), then the
- *   entries one after the other | a zstd frame: the windows' contents.
+ *   slot, uvarint entry length), then the entries one after the other | a
+ *   zstd frame: the windows' contents, the 100 s window's first.
  *
+ * Slots 0-9 are the 10 s windows ((start - span) / 10), slot 10 the span's
+ * own 100 s window (FC_STORE_PARENT_SLOT), when it is stored and not dirty.
  * A window's entry is its value as it was (store_pack.c: its header of
  * series, totals and column lengths), marked bundled, its own frame
  * replaced by the offset and length of its content in the bundle's
- * contents. Its node value is then only FC_STORE_BUNDLED_MARKER (4 bytes):
- * the key stays, for every reader that walks windows by key.
+ * contents. Its node value is then a marker (FC_STORE_MARKER_LEN bytes:
+ * le32 FC_STORE_BUNDLED_MARKER, u8 slot, be64 span): the key stays, for
+ * every reader that walks windows by key, and a link to a bundled 100 s
+ * window finds its bundle from the marker alone.
  *
  * Why: a 10 s window of one pod is about 2.3 KB compressed, just past what
  * LMDB keeps inside a leaf page, so each took an overflow page of 4 KiB of
  * its own; neighbouring windows of one pod share most of their stacks,
- * which zstd only finds in one frame; and their headers, nearly the same
- * from one window to the next, compress together too. Measured in
- * docs/internals/store.md (Bundles).
+ * which zstd only finds in one frame; their headers, nearly the same
+ * from one window to the next, compress together too; and the 100 s
+ * window, their merge, shares their stacks as well. Measured in
+ * docs/internals/store.md (Bundles). The 100 s window comes first in the
+ * contents, so reading it (as a coarser window's rebuild does for each of
+ * its ten) decompresses only its own bytes.
  *
  * Readers parse a window with fc_store_window_parse and decode it with
  * fc_store_window_decode, through a struct bundle_cache: the span's windows
  * are read together, and the index alone is enough for totals. A write
  * into a bundled window (a late profile) reads it from its bundle and
- * stores it whole again; the next pass bundles its span again.
+ * stores it whole again, and the flush rebuilds the 100 s window whole;
+ * the next pass bundles the span again. Compaction, which deletes the
+ * 10 s windows and the bundles of the spans it compacts, first stores their
+ * 100 s windows whole again (fc_store_bundle_release_parents).
  */
 #include "storage/store_int.h"
 
@@ -47,9 +57,22 @@ static int64_t span_of(int64_t start)
     return (start >= 0 ? start / w : (start - w + 1) / w) * w;
 }
 
-static int slot_of(int64_t start)
+/* The slot of window (level, start) in its span's bundle. */
+static int slot_of(int level, int64_t start)
 {
-    return (int)((start - span_of(start)) / fc_store_level_secs[0]);
+    return level == 1 ? FC_STORE_PARENT_SLOT
+                      : (int)((start - span_of(start)) / fc_store_level_secs[0]);
+}
+
+static void marker_encode(int slot, int64_t span, uint8_t out[FC_STORE_MARKER_LEN])
+{
+    uint32_t flags = FC_STORE_BUNDLED_MARKER;
+
+    memcpy(out, &flags, 4);
+    out[4] = (uint8_t)slot;
+    for (int i = 0; i < 8; i++) {
+        out[5 + i] = (uint8_t)((uint64_t)span >> (56 - 8 * i));
+    }
 }
 
 static void bundle_key(struct key *k, const char *tenant, uint32_t base, int64_t span)
@@ -72,11 +95,21 @@ bool fc_store_bundled_marker(const MDB_val *v)
 {
     uint32_t flags;
 
-    if (v->mv_size != 4) {
+    if (v->mv_size != FC_STORE_MARKER_LEN) {
         return false;
     }
     memcpy(&flags, v->mv_data, 4);
     return flags == FC_STORE_BUNDLED_MARKER;
+}
+
+/* A marker's slot and span; false when the slot is out of range. */
+static bool marker_of(const MDB_val *v, int *slot, int64_t *span)
+{
+    const uint8_t *p = v->mv_data;
+
+    *slot = p[4];
+    *span = (int64_t)be64(p + 5);
+    return *slot < FC_STORE_BUNDLE_SLOTS && *span == span_of(*span);
 }
 
 /* The index of c (decompressed): where each slot's entry is. */
@@ -146,21 +179,55 @@ static bool bundle_load(struct fc_store *s, MDB_txn *txn, const char *tenant, ui
     return true;
 }
 
-/* The contents of a loaded bundle, decompressed on first use; NULL when corrupt. */
-static const uint8_t *bundle_contents(struct bundle_cache *c, size_t *size)
+/*
+ * The contents of a loaded bundle, at least their first `need` bytes
+ * (SIZE_MAX: all), decompressed on first use; NULL when corrupt. A prefix
+ * is what reading the 100 s window (first in the contents) takes.
+ */
+static const uint8_t *bundle_contents(struct bundle_cache *c, size_t need, size_t *size)
 {
-    if (c->raw == NULL && c->index != NULL) {
-        c->raw = fc_tree_unzstd(c->frame, c->frame_len, &c->size);
+    if (c->index == NULL) {
+        return NULL;
     }
+    if (c->raw != NULL && (c->whole || need <= c->size)) {
+        *size = c->size;
+        return c->raw;
+    }
+    free(c->raw);
+    c->raw = NULL;
+    c->size = 0;
+    if (need != SIZE_MAX && need <= fc_tree_max_raw(c->frame_len)) {
+        ZSTD_DCtx *d = ZSTD_createDCtx();
+        ZSTD_inBuffer in = {c->frame, c->frame_len, 0};
+        ZSTD_outBuffer out = {fc_xmalloc(need + 1), need, 0};
+        while (d != NULL && out.pos < out.size) {
+            size_t r = ZSTD_decompressStream(d, &out, &in);
+            if (ZSTD_isError(r) || (r == 0 && out.pos < out.size) ||
+                (in.pos == in.size && out.pos < out.size)) {
+                break;
+            }
+        }
+        ZSTD_freeDCtx(d);
+        if (out.pos == need) {
+            c->raw = out.dst;
+            c->size = need;
+            *size = c->size;
+            return c->raw;
+        }
+        free(out.dst);
+        return NULL;
+    }
+    c->raw = fc_tree_unzstd(c->frame, c->frame_len, &c->size);
+    c->whole = c->raw != NULL;
     *size = c->size;
     return c->raw;
 }
 
 bool fc_store_window_parse(struct fc_store *s, MDB_txn *txn, const char *tenant, uint32_t base,
-                           int64_t start, const MDB_val *v, struct bundle_cache *cache,
-                           struct packed *p)
+                           const MDB_val *v, struct bundle_cache *cache, struct packed *p)
 {
-    int slot = slot_of(start);
+    int slot;
+    int64_t span;
 
     if (!fc_store_bundled_marker(v)) {
         if (!fc_store_packed_parse(v->mv_data, v->mv_size, p)) {
@@ -172,7 +239,8 @@ bool fc_store_window_parse(struct fc_store *s, MDB_txn *txn, const char *tenant,
         }
         return true;
     }
-    if (!bundle_load(s, txn, tenant, base, span_of(start), cache) || cache->len[slot] == 0 ||
+    if (!marker_of(v, &slot, &span) || !bundle_load(s, txn, tenant, base, span, cache) ||
+        cache->len[slot] == 0 ||
         !fc_store_packed_parse(cache->index + cache->at[slot], cache->len[slot], p)) {
         return false;
     }
@@ -184,7 +252,7 @@ bool fc_store_window_parse(struct fc_store *s, MDB_txn *txn, const char *tenant,
 }
 
 bool fc_store_window_decode(struct fc_store *s, MDB_txn *txn, const char *tenant, uint32_t base,
-                            int64_t start, const MDB_val *v, struct bundle_cache *cache,
+                            const MDB_val *v, struct bundle_cache *cache,
                             bool (*want)(void *ctx, uint32_t series), void *ctx, struct parts *ps)
 {
     struct bundle_cache local = {0};
@@ -197,13 +265,14 @@ bool fc_store_window_decode(struct fc_store *s, MDB_txn *txn, const char *tenant
     if (!fc_store_bundled_marker(v)) {
         return fc_store_packed_decode(v->mv_data, v->mv_size, want, ctx, ps);
     }
-    if (!fc_store_window_parse(s, txn, tenant, base, start, v, c, &p)) {
+    if (!fc_store_window_parse(s, txn, tenant, base, v, c, &p)) {
         fc_store_bundle_cache_release(&local);
         return false;
     }
     if (fc_store_packed_wanted(&p, want, ctx)) {
-        raw = bundle_contents(c, &size);
-        ok = raw != NULL && p.slice_off <= size && p.slice_len <= size - p.slice_off &&
+        ok = p.slice_len <= SIZE_MAX - p.slice_off &&
+             (raw = bundle_contents(c, (size_t)(p.slice_off + p.slice_len), &size)) != NULL &&
+             p.slice_off <= size && p.slice_len <= size - p.slice_off &&
              fc_store_packed_decode_raw(&p, raw + p.slice_off, (size_t)p.slice_len, want, ctx, ps);
     }
     fc_store_packed_release(&p);
@@ -219,8 +288,9 @@ void fc_store_bundle_again(struct fc_store *s, int64_t start)
     }
 }
 
-/* One 10 s window of a span being bundled: its entry (header, marked bundled) and content. */
+/* One window of a span being bundled: where it is, and its entry (its header, marked bundled). */
 struct member {
+    int level;
     int64_t start;
     struct fc_buf entry;
 };
@@ -238,14 +308,14 @@ static uint8_t *compress(const struct fc_buf *b, size_t *len)
     return out;
 }
 
-/* Writes the bundle of members m[0..n) (contents in content) and their markers, in txn. */
+/* Writes the bundle of members m[0..n) (their contents in content) and their markers, in txn. */
 static int bundle_put(struct fc_store *s, MDB_txn *txn, const char *tenant, uint32_t base,
                       int64_t span, const struct member *m, size_t n, const struct fc_buf *content)
 {
     struct fc_buf index, value;
-    uint8_t *zi, *zc;
+    uint8_t *zi, *zc, marker[FC_STORE_MARKER_LEN];
     size_t li = 0, lc = 0;
-    uint32_t marker = FC_STORE_BUNDLED_MARKER, l32;
+    uint32_t l32;
     struct key k;
     MDB_val kv, v;
     int rc = 0;
@@ -253,7 +323,7 @@ static int bundle_put(struct fc_store *s, MDB_txn *txn, const char *tenant, uint
     fc_buf_init(&index, 0);
     fc_pb_put_varint(&index, n);
     for (size_t i = 0; i < n; i++) {
-        fc_pb_put_varint(&index, (uint64_t)slot_of(m[i].start));
+        fc_pb_put_varint(&index, (uint64_t)slot_of(m[i].level, m[i].start));
         fc_pb_put_varint(&index, m[i].entry.len);
     }
     for (size_t i = 0; i < n; i++) {
@@ -284,23 +354,76 @@ static int bundle_put(struct fc_store *s, MDB_txn *txn, const char *tenant, uint
      * overflow page's number) in place left the leaf pages a third full.
      */
     for (size_t i = 0; rc == 0 && i < n; i++) {
-        node_key(&k, tenant, base, 0, m[i].start);
+        node_key(&k, tenant, base, m[i].level, m[i].start);
         kv = val(k.b, k.n);
         rc = mdb_del(txn, s->db[DB_NODE], &kv, NULL);
     }
     for (size_t i = 0; rc == 0 && i < n; i++) {
-        node_key(&k, tenant, base, 0, m[i].start);
+        node_key(&k, tenant, base, m[i].level, m[i].start);
         kv = val(k.b, k.n);
-        v = val(&marker, 4);
+        marker_encode(slot_of(m[i].level, m[i].start), span, marker);
+        v = val(marker, sizeof(marker));
         rc = mdb_put(txn, s->db[DB_NODE], &kv, &v, 0);
     }
     return rc;
 }
 
 /*
- * Bundles the 10 s windows starts[0..n) of (tenant, base) in span, in txn,
- * unless they already are (all of them) or there is one alone. A window or
- * old bundle that does not decode leaves the span as it is.
+ * Adds window (level, start) of the span to m[*got] and its content to
+ * content; *loose counts those not bundled yet. False when it does not
+ * decode (or is missing).
+ */
+static bool gather(struct fc_store *s, MDB_txn *txn, const char *tenant, uint32_t base, int level,
+                   int64_t start, struct bundle_cache *old, struct member *m, size_t *got,
+                   size_t *loose, struct fc_buf *content)
+{
+    struct key k;
+    MDB_val kv, v;
+    struct packed p;
+    const uint8_t *raw;
+    uint8_t *owned = NULL;
+    size_t size = 0, off = content->len;
+    bool ok;
+
+    node_key(&k, tenant, base, level, start);
+    kv = val(k.b, k.n);
+    if (mdb_get(txn, s->db[DB_NODE], &kv, &v) != 0 ||
+        !fc_store_window_parse(s, txn, tenant, base, &v, old, &p)) {
+        return false;
+    }
+    if (p.bundled) {
+        raw = bundle_contents(old, SIZE_MAX, &size);
+        ok = raw != NULL && p.slice_off <= size && p.slice_len <= size - p.slice_off;
+        if (ok) {
+            fc_buf_append(content, raw + p.slice_off, (size_t)p.slice_len);
+        }
+    } else {
+        ok = (owned = fc_tree_unzstd(p.frame, p.frame_len, &size)) != NULL;
+        if (ok) {
+            fc_buf_append(content, owned, size);
+        }
+        free(owned);
+        (*loose)++;
+    }
+    if (ok) {
+        /* Its entry: the header it has, its frame replaced by its slice of the contents. */
+        m[*got].level = level;
+        m[*got].start = start;
+        fc_buf_init(&m[*got].entry, 0);
+        fc_store_packed_stub(p.bundled ? old->index + old->at[slot_of(level, start)]
+                                       : (const uint8_t *)v.mv_data,
+                             &p, off, content->len - off, &m[*got].entry);
+        (*got)++;
+    }
+    fc_store_packed_release(&p);
+    return ok;
+}
+
+/*
+ * Bundles the span's 100 s window of (tenant, base) (when stored and not
+ * dirty: a rebuild would replace it) and its 10 s windows starts[0..n), in
+ * txn, unless all of them are bundled already or there is one window
+ * alone. Any of them that does not decode leaves the span as it is.
  */
 static int bundle_span(struct fc_store *s, MDB_txn *txn, const char *tenant, uint32_t base,
                        int64_t span, const int64_t *starts, size_t n, uint64_t *bundled)
@@ -315,44 +438,16 @@ static int bundle_span(struct fc_store *s, MDB_txn *txn, const char *tenant, uin
     int rc = 0;
 
     fc_buf_init(&content, 0);
-    for (size_t i = 0; i < n && ok; i++) {
-        struct packed p;
-        const uint8_t *raw = NULL;
-        uint8_t *owned = NULL;
-        size_t size = 0, off = content.len;
-        node_key(&k, tenant, base, 0, starts[i]);
-        kv = val(k.b, k.n);
-        if (mdb_get(txn, s->db[DB_NODE], &kv, &v) != 0 ||
-            !fc_store_window_parse(s, txn, tenant, base, starts[i], &v, &old, &p)) {
-            ok = false;
-            break;
-        }
-        if (p.bundled) {
-            raw = bundle_contents(&old, &size);
-            ok = raw != NULL && p.slice_off <= size && p.slice_len <= size - p.slice_off;
-            if (ok) {
-                fc_buf_append(&content, raw + p.slice_off, (size_t)p.slice_len);
-            }
-        } else {
-            ok = (owned = fc_tree_unzstd(p.frame, p.frame_len, &size)) != NULL;
-            if (ok) {
-                fc_buf_append(&content, owned, size);
-            }
-            free(owned);
-            loose++;
-        }
-        if (ok) {
-            /* Its entry: the header it has, its frame replaced by its slice of the contents. */
-            m[got].start = starts[i];
-            fc_buf_init(&m[got].entry, 0);
-            fc_store_packed_stub(p.bundled ? old.index + old.at[slot_of(starts[i])]
-                                           : (const uint8_t *)v.mv_data,
-                                 &p, off, content.len - off, &m[got].entry);
-            got++;
-        }
-        fc_store_packed_release(&p);
+    node_key(&k, tenant, base, 1, span);
+    kv = val(k.b, k.n);
+    if (mdb_get(txn, s->db[DB_NODE], &kv, &v) == 0 &&
+        !window_dirty(s, txn, tenant, base, 1, span)) {
+        ok = gather(s, txn, tenant, base, 1, span, &old, m, &got, &loose, &content);
     }
-    if (ok && loose > 0 && n >= 2) {
+    for (size_t i = 0; i < n && ok; i++) {
+        ok = gather(s, txn, tenant, base, 0, starts[i], &old, m, &got, &loose, &content);
+    }
+    if (ok && loose > 0 && got >= 2) {
         rc = bundle_put(s, txn, tenant, base, span, m, got, &content);
         *bundled += rc == 0 ? got : 0;
     }
@@ -362,6 +457,118 @@ static int bundle_span(struct fc_store *s, MDB_txn *txn, const char *tenant, uin
     fc_store_bundle_cache_release(&old);
     fc_buf_release(&content);
     return rc;
+}
+
+/* Bundle keys: tenant 0 be32(base) be64(span). */
+static bool parse_bundle_key(const MDB_val *kv, char *tenant, size_t cap, uint32_t *base,
+                             int64_t *span)
+{
+    const uint8_t *p = kv->mv_data;
+    const uint8_t *zero = memchr(p, 0, kv->mv_size);
+    size_t tl;
+
+    if (zero == NULL || (size_t)(zero - p) + 13 != kv->mv_size ||
+        (tl = (size_t)(zero - p)) >= cap) {
+        return false;
+    }
+    memcpy(tenant, p, tl + 1);
+    *base = be32(zero + 1);
+    *span = (int64_t)be64(zero + 5);
+    return true;
+}
+
+/* Stores the bundled 100 s window of (tenant, base, span) whole again, in txn. */
+static int release_parent(struct fc_store *s, MDB_txn *txn, const char *tenant, uint32_t base,
+                          int64_t span, struct bundle_cache *c)
+{
+    struct key k;
+    MDB_val kv, v;
+    struct packed p;
+    struct fc_buf whole;
+    const uint8_t *raw;
+    size_t size = 0;
+    int slot, rc = 0;
+    int64_t at;
+
+    node_key(&k, tenant, base, 1, span);
+    kv = val(k.b, k.n);
+    if (mdb_get(txn, s->db[DB_NODE], &kv, &v) != 0 || !fc_store_bundled_marker(&v) ||
+        !marker_of(&v, &slot, &at) || slot != FC_STORE_PARENT_SLOT || at != span) {
+        return 0; /* not bundled */
+    }
+    if (!fc_store_window_parse(s, txn, tenant, base, &v, c, &p)) {
+        atomic_fetch_add(&s->corrupt, 1);
+        return mdb_del(txn, s->db[DB_NODE], &kv, NULL); /* it could not be read anyway */
+    }
+    fc_buf_init(&whole, 0);
+    if (p.slice_len > SIZE_MAX - p.slice_off ||
+        (raw = bundle_contents(c, (size_t)(p.slice_off + p.slice_len), &size)) == NULL ||
+        p.slice_off > size || p.slice_len > size - p.slice_off ||
+        fc_store_packed_whole(c->index + c->at[FC_STORE_PARENT_SLOT], &p, raw + p.slice_off,
+                              (size_t)p.slice_len, &whole) != FC_OK) {
+        atomic_fetch_add(&s->corrupt, 1);
+        rc = mdb_del(txn, s->db[DB_NODE], &kv, NULL);
+    } else {
+        v = val(whole.data, whole.len);
+        rc = mdb_put(txn, s->db[DB_NODE], &kv, &v, 0);
+    }
+    fc_buf_release(&whole);
+    fc_store_packed_release(&p);
+    return rc;
+}
+
+int fc_store_bundle_release_parents(struct fc_store *s, int64_t cutoff_s, struct fc_error *err)
+{
+    struct fc_buf resume;
+    bool more = true;
+    int rc = 0;
+
+    fc_buf_init(&resume, 0);
+    while (rc == 0 && more) {
+        MDB_txn *txn;
+        MDB_cursor *cur;
+        MDB_val kv = val(resume.data, resume.len), v;
+        struct bundle_cache c = {0};
+        int n = 0, g;
+        more = false;
+        if ((rc = mdb_txn_begin(s->env, NULL, 0, &txn)) != 0) {
+            break;
+        }
+        if ((rc = mdb_cursor_open(txn, s->db[DB_BUNDLE], &cur)) != 0) {
+            mdb_txn_abort(txn);
+            break;
+        }
+        g = mdb_cursor_get(cur, &kv, &v, resume.len ? MDB_SET_RANGE : MDB_FIRST);
+        for (; rc == 0 && g == 0; g = mdb_cursor_get(cur, &kv, &v, MDB_NEXT)) {
+            char t[256];
+            uint32_t b;
+            int64_t span;
+            if (!parse_bundle_key(&kv, t, sizeof(t), &b, &span) ||
+                span > cutoff_s - fc_store_level_secs[1]) {
+                continue;
+            }
+            if (n == BUNDLE_TXN_SPANS) {
+                fc_buf_reset(&resume);
+                fc_buf_append(&resume, kv.mv_data, kv.mv_size);
+                more = true;
+                break;
+            }
+            rc = release_parent(s, txn, t, b, span, &c);
+            n++;
+        }
+        if (rc == 0 && g != 0 && g != MDB_NOTFOUND) {
+            rc = g;
+        }
+        mdb_cursor_close(cur);
+        fc_store_bundle_cache_release(&c);
+        if (rc != 0) {
+            mdb_txn_abort(txn);
+        } else {
+            rc = mdb_txn_commit(txn);
+        }
+    }
+    fc_buf_release(&resume);
+    return rc ? fc_store_lmdb_error(err, rc, "compaction") : FC_OK;
 }
 
 /* Node keys: tenant 0 be32(base) u8(level) be64(window). */

@@ -75,8 +75,7 @@ static int rebuild(struct fc_store *s, MDB_txn *txn, const char *tenant, uint32_
         if (fc_store_node_get(s, txn, tenant, base, level - 1, start + i * step, &v) != 0) {
             continue;
         }
-        if (!fc_store_window_decode(s, txn, tenant, base, start + i * step, &v, &bundles, NULL, NULL,
-                                    &child)) {
+        if (!fc_store_window_decode(s, txn, tenant, base, &v, &bundles, NULL, NULL, &child)) {
             atomic_fetch_add(&s->corrupt, 1); /* skipped, as a query skips it */
         } else {
             for (uint32_t j = 0; j < child.n; j++) {
@@ -99,6 +98,9 @@ static int rebuild(struct fc_store *s, MDB_txn *txn, const char *tenant, uint32_
         v = val(enc.data, enc.len);
         rc = mdb_put(txn, s->db[DB_NODE], &kv, &v, 0);
         fc_buf_release(&enc);
+        if (level == 1) {
+            fc_store_bundle_again(s, start); /* stored whole: its span gets bundled again */
+        }
     }
     fc_store_parts_release(&ps);
     return rc ? fc_store_lmdb_error(err, rc, "flush") : FC_OK;

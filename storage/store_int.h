@@ -518,6 +518,12 @@ bool fc_store_packed_decode_raw(const struct packed *p, const uint8_t *raw, size
                                 bool (*want)(void *ctx, uint32_t series), void *ctx,
                                 struct parts *ps);
 /*
+ * Appends the value a bundled window's entry (parsed as p) stands for on its
+ * own: its header, not marked bundled, and its content (len bytes) compressed.
+ */
+int fc_store_packed_whole(const uint8_t *entry, const struct packed *p, const uint8_t *content,
+                          size_t len, struct fc_buf *out);
+/*
  * Appends the bundled form of value data (parsed as p): its header, marked
  * bundled, and the slice [off, off + len) of its span's bundle.
  */
@@ -526,10 +532,15 @@ int fc_store_packed_stub(const uint8_t *data, const struct packed *p, uint64_t o
 
 /* ---- bundles: the 10 s windows of a 100 s span in one frame (store_bundle.c) -------------- */
 
-/* 10 s windows in a 100 s span: a bundle's slots. */
-#define FC_STORE_BUNDLE_SLOTS 10
-/* The node value of a bundled 10 s window: its entry is in its span's bundle. */
+/* A bundle's slots: the span's ten 10 s windows, then its 100 s window. */
+#define FC_STORE_BUNDLE_SLOTS 11
+#define FC_STORE_PARENT_SLOT 10
+/*
+ * The node value of a bundled window (its entry is in its span's bundle):
+ * le32 FC_STORE_BUNDLED_MARKER, u8 slot, be64 span start.
+ */
 #define FC_STORE_BUNDLED_MARKER 0x20000000u
+#define FC_STORE_MARKER_LEN 13
 
 /* The last bundle a reader loaded (a span's 10 s windows are read together). */
 struct bundle_cache {
@@ -541,32 +552,41 @@ struct bundle_cache {
     uint32_t at[FC_STORE_BUNDLE_SLOTS], len[FC_STORE_BUNDLE_SLOTS]; /* each slot's entry */
     uint8_t *frame; /* owned: a copy of the contents' frame */
     size_t frame_len;
-    uint8_t *raw; /* owned: the contents, once decompressed */
+    uint8_t *raw; /* owned: the contents, or their first size bytes, once decompressed */
     size_t size;
+    bool whole; /* raw holds all of them */
 };
 void fc_store_bundle_cache_release(struct bundle_cache *c);
-/* A 10 s window at start went into LMDB: the next fc_store_bundle_before looks at its span. */
+/*
+ * A 10 s or 100 s window at start went into LMDB whole: the next
+ * fc_store_bundle_before looks at its span.
+ */
 void fc_store_bundle_again(struct fc_store *s, int64_t start);
+/*
+ * Compaction, before it deletes the bundles of the spans ending by cutoff_s
+ * with their 10 s windows: their 100 s windows, which it keeps, are stored
+ * whole again.
+ */
+int fc_store_bundle_release_parents(struct fc_store *s, int64_t cutoff_s, struct fc_error *err);
 /* Whether v is a bundled window's marker. */
 bool fc_store_bundled_marker(const MDB_val *v);
 /*
- * Parses the header of window (tenant, base, start) whose stored value is v:
+ * Parses the header of a window of (tenant, base) whose stored value is v:
  * the value itself, or a bundled window's entry in its span's bundle,
  * loaded into cache (p points into it: valid while cache holds that bundle).
  * A cache is valid for one read transaction, or a write transaction that
  * writes no bundle while it is used. False when corrupt.
  */
 bool fc_store_window_parse(struct fc_store *s, MDB_txn *txn, const char *tenant, uint32_t base,
-                           int64_t start, const MDB_val *v, struct bundle_cache *cache,
-                           struct packed *p);
+                           const MDB_val *v, struct bundle_cache *cache, struct packed *p);
 /*
- * Decodes the trees want accepts (NULL: all) of window (tenant, base, start)
+ * Decodes the trees want accepts (NULL: all) of a window of (tenant, base)
  * whose stored value is v (fc_store_node_get's): from its own frame, or for
- * a bundled 10 s window from its span's bundle (through cache, when not
- * NULL). False when the value or its bundle is corrupt.
+ * a bundled window from its span's bundle (through cache, when not NULL).
+ * False when the value or its bundle is corrupt.
  */
 bool fc_store_window_decode(struct fc_store *s, MDB_txn *txn, const char *tenant, uint32_t base,
-                            int64_t start, const MDB_val *v, struct bundle_cache *cache,
+                            const MDB_val *v, struct bundle_cache *cache,
                             bool (*want)(void *ctx, uint32_t series), void *ctx, struct parts *ps);
 
 /* ---- the read path (store_read.c, store_spans.c) ------------------------------------------ */

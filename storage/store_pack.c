@@ -220,6 +220,26 @@ bool fc_store_packed_decode(const uint8_t *data, size_t len,
     return ok;
 }
 
+int fc_store_packed_whole(const uint8_t *entry, const struct packed *p, const uint8_t *content,
+                          size_t len, struct fc_buf *out)
+{
+    size_t hlen = (size_t)(p->frame - entry) - 4, bound = ZSTD_compressBound(len), n;
+    uint32_t flags = (uint32_t)hlen | (p->columns ? PACKED_COLUMNS : 0);
+    int rc;
+
+    fc_buf_append(out, &flags, 4);
+    fc_buf_append(out, entry + 4, hlen);
+    if ((rc = fc_buf_reserve(out, bound)) != FC_OK) {
+        return rc;
+    }
+    n = ZSTD_compress(out->data + out->len, bound, len ? content : (const uint8_t *)"", len, 3);
+    if (ZSTD_isError(n)) {
+        return FC_EIO;
+    }
+    out->len += n;
+    return FC_OK;
+}
+
 int fc_store_packed_stub(const uint8_t *data, const struct packed *p, uint64_t off, uint64_t len,
                          struct fc_buf *out)
 {

@@ -298,14 +298,14 @@ struct merge {
 
 /* Whether window (level, start), stored as v, holds a positive total for m's group (header only).
  */
-static bool window_has(struct merge *m, int64_t start, const MDB_val *v)
+static bool window_has(struct merge *m, const MDB_val *v)
 {
     const struct base_group *group = m->group;
     struct packed p;
     bool has = false;
 
-    if (!fc_store_window_parse(m->r->s, m->r->txn, m->r->tenant, group->base, start, v,
-                               &m->r->bundles, &p)) {
+    if (!fc_store_window_parse(m->r->s, m->r->txn, m->r->tenant, group->base, v, &m->r->bundles,
+                               &p)) {
         return false;
     }
     for (uint32_t i = 0; i < p.n && !has; i++) {
@@ -332,11 +332,11 @@ static void take(struct merge *m, int level, int64_t window)
         return;
     }
     if (m->tree == NULL) {
-        m->found = m->found || window_has(m, window, &v);
+        m->found = m->found || window_has(m, &v);
         return;
     }
     /* Decoded apart first: a corrupt window is skipped whole, never half merged. */
-    if (!fc_store_window_decode(m->r->s, m->r->txn, m->r->tenant, m->group->base, window, &v,
+    if (!fc_store_window_decode(m->r->s, m->r->txn, m->r->tenant, m->group->base, &v,
                                 &m->r->bundles, base_wants, (void *)m->group, &ps)) {
         if (atomic_fetch_add(&m->r->s->corrupt, 1) == 0) {
             fc_log_error("store",
@@ -566,7 +566,7 @@ static int timeline_scan(struct reader *r, const struct base_group *group, int l
             fc_store_node_get(r->s, r->txn, r->tenant, group->base, level, w, &v) != 0) {
             continue; /* a link whose child is gone: nothing there */
         }
-        if (!fc_store_window_parse(r->s, r->txn, r->tenant, group->base, w, &v, &r->bundles, &p)) {
+        if (!fc_store_window_parse(r->s, r->txn, r->tenant, group->base, &v, &r->bundles, &p)) {
             atomic_fetch_add(&r->s->corrupt, 1);
             continue;
         }

@@ -207,9 +207,12 @@ static void test_bundled_windows_answer_as_before(void **state)
 
     (void)state;
     assert_answers(s, 0, 0);
-    /* Spans ending by BASE + 1000: 10 spans, 10 windows of p0 and 5 of p1 each. */
+    /*
+     * Spans ending by BASE + 1000: 10 spans, 10 windows of p0 and 5 of p1
+     * each, and each pod's 100 s window.
+     */
     assert_int_equal(fc_store_bundle_before(s, BASE + 1000, &n, &err), FC_OK);
-    assert_int_equal(n, 10 * (10 + 5));
+    assert_int_equal(n, 10 * (10 + 5 + 2));
     assert_answers(s, 0, 0);
     assert_timeline(s);
     /* Done once: the same cutoff again bundles nothing. */
@@ -225,7 +228,7 @@ static void test_bundled_windows_answer_as_before(void **state)
     assert_int_equal(n, 0);
     /* The rest, up to a cutoff not on a span's edge (rounded down to 1100). */
     assert_int_equal(fc_store_bundle_before(s, BASE + 1150, &n, &err), FC_OK);
-    assert_int_equal(n, 10 + 5);
+    assert_int_equal(n, 10 + 5 + 2);
     assert_answers(s, 0, 0);
     assert_timeline(s);
     fc_store_close(s);
@@ -240,14 +243,17 @@ static void test_late_write_into_a_bundled_window(void **state)
 
     (void)state;
     assert_int_equal(fc_store_bundle_before(s, BASE + 1200, &n, &err), FC_OK);
-    assert_int_equal(n, 12 * 15);
+    assert_int_equal(n, 12 * 17);
     write1(s, profile("p0", at, "work", 100000));
     assert_answers(s, at, 100000); /* open, not flushed */
     assert_int_equal(fc_store_flush(s, &err), FC_OK);
     assert_answers(s, at, 100000);
-    /* Its window was stored whole: the next pass bundles its span again, and only it. */
+    /*
+     * Its 10 s window was stored whole and its 100 s window rebuilt: the next
+     * pass bundles its span again, and only it.
+     */
     assert_int_equal(fc_store_bundle_before(s, BASE + 1200, &n, &err), FC_OK);
-    assert_int_equal(n, 10);
+    assert_int_equal(n, 10 + 1);
     assert_answers(s, at, 100000);
     fc_store_close(s);
     /* After a reopen every span is looked at again: all bundled. */
@@ -271,8 +277,44 @@ static void test_backfill_after_a_pass_is_bundled(void **state)
     assert_int_equal(n, 0);
     write_all(s);
     assert_int_equal(fc_store_bundle_before(s, BASE + 5000, &n, &err), FC_OK);
-    assert_int_equal(n, 12 * 15);
+    assert_int_equal(n, 12 * 17);
     assert_answers(s, 0, 0);
+    fc_store_close(s);
+}
+
+/*
+ * A pod with one profile in its 1000 s window: that window links to its
+ * 100 s window, which is bundled with its one 10 s window; the link is read
+ * through the bundle (flame graph and timeline).
+ */
+static void test_link_to_a_bundled_window(void **state)
+{
+    struct fc_store *s = fc_test_store_open(dir, "link");
+    struct fc_error err = {0};
+    struct fc_selector sel;
+    struct fc_store_query q = {0};
+    int64_t buckets[2];
+    uint64_t n = 0;
+
+    (void)state;
+    write1(s, profile("p2", BASE + 503, "work", 77));
+    assert_int_equal(fc_store_flush(s, &err), FC_OK);
+    assert_int_equal(fc_store_bundle_before(s, BASE + 2000, &n, &err), FC_OK);
+    assert_int_equal(n, 2);
+    assert_int_equal(total(s, CPU "{pod=\"p2\"}", BASE, BASE + 1000), 77);
+    assert_int_equal(total(s, CPU "{pod=\"p2\"}", BASE, BASE + 10000), 77);
+    assert_int_equal(total(s, CPU "{pod=\"p2\"}", BASE + 500, BASE + 510), 77);
+    assert_int_equal(total(s, CPU "{pod=\"p2\"}", BASE + 510, BASE + 1000), 0);
+    assert_int_equal(fc_selector_parse(CPU "{pod=\"p2\"}", &sel, &err), FC_OK);
+    q.tenant = "anonymous";
+    q.selector = &sel;
+    q.from_ns = BASE * 1000000000LL;
+    q.until_ns = (BASE + 2000) * 1000000000LL;
+    assert_int_equal(fc_store_timeline(s, &q, 1000000000000LL, buckets, 2, &err), FC_OK);
+    assert_int_equal(buckets[0], 77);
+    assert_int_equal(buckets[1], 0);
+    fc_selector_release(&sel);
+    assert_int_equal(fc_store_corrupt_windows(s), 0);
     fc_store_close(s);
 }
 
@@ -352,10 +394,14 @@ static void test_damaged_bundle_is_skipped(void **state)
     fc_store_close(s);
     damage_bundles("damaged");
     s = fc_test_store_open(dir, "damaged");
-    /* Its 10 s windows are skipped and counted; the 100 s windows and the rest still answer. */
+    /*
+     * Its 10 s and 100 s windows are skipped and counted; the 1000 s window
+     * above them and the spans not bundled still answer.
+     */
     assert_int_equal(total(s, CPU "{pod=\"p0\"}", BASE + 10, BASE + 90), 0);
+    assert_int_equal(total(s, CPU "{pod=\"p0\"}", BASE, BASE + 200), 0);
     assert_true(fc_store_corrupt_windows(s) > 0);
-    assert_int_equal(total(s, CPU "{pod=\"p0\"}", BASE, BASE + 200), want_p0(BASE, BASE + 200));
+    assert_int_equal(total(s, CPU "{pod=\"p0\"}", BASE, BASE + 1000), want_p0(BASE, BASE + 1000));
     assert_int_equal(total(s, CPU "{pod=\"p0\"}", BASE + 210, BASE + 290),
                      want_p0(BASE + 210, BASE + 290));
     fc_store_close(s);
@@ -398,7 +444,7 @@ static void test_bundles_shrink_a_pod(void **state)
     }
     used_before = fc_store_used_bytes(s);
     assert_int_equal(fc_store_bundle_before(s, BASE + 3600, &n, &err), FC_OK);
-    assert_int_equal(n, 360);
+    assert_int_equal(n, 360 + 36);
     used_after = fc_store_used_bytes(s);
     for (int r = 0; r < 4; r++) {
         assert_int_equal(
@@ -436,6 +482,7 @@ int main(void)
         cmocka_unit_test(test_bundled_windows_answer_as_before),
         cmocka_unit_test(test_late_write_into_a_bundled_window),
         cmocka_unit_test(test_backfill_after_a_pass_is_bundled),
+        cmocka_unit_test(test_link_to_a_bundled_window),
         cmocka_unit_test(test_retention_and_compaction_delete_bundles),
         cmocka_unit_test(test_damaged_bundle_is_skipped),
         cmocka_unit_test(test_bundles_shrink_a_pod),
