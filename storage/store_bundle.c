@@ -142,13 +142,43 @@ static bool parse_index(struct bundle_cache *c)
     return true;
 }
 
+bool fc_store_bundle_set(struct bundle_cache *c, const uint8_t *value, size_t len)
+{
+    uint32_t ilen;
+
+    free(c->index);
+    free(c->frame);
+    free(c->raw);
+    c->index = c->frame = c->raw = NULL;
+    c->size = c->frame_len = c->index_len = 0;
+    c->whole = false;
+    memset(c->at, 0, sizeof(c->at));
+    memset(c->len, 0, sizeof(c->len));
+    if (len < 4) {
+        return false;
+    }
+    memcpy(&ilen, value, 4);
+    if (ilen > len - 4 || (c->index = fc_tree_unzstd(value + 4, ilen, &c->index_len)) == NULL) {
+        return false;
+    }
+    if (!parse_index(c)) {
+        free(c->index);
+        c->index = NULL;
+        return false;
+    }
+    /* A copy, decompressed when a tree is wanted: LMDB's pointer dies with the next put. */
+    c->frame_len = len - 4 - ilen;
+    c->frame = fc_xmalloc(c->frame_len + 1);
+    memcpy(c->frame, value + 4 + ilen, c->frame_len);
+    return true;
+}
+
 /* Loads bundle (tenant, base, span) into c, unless it holds it already; false when corrupt. */
 static bool bundle_load(struct fc_store *s, MDB_txn *txn, const char *tenant, uint32_t base,
                         int64_t span, struct bundle_cache *c)
 {
     struct key k;
     MDB_val kv, v;
-    uint32_t ilen;
 
     if (c->tenant != NULL && c->base == base && c->span == span && strcmp(c->tenant, tenant) == 0) {
         return c->index != NULL;
@@ -159,24 +189,8 @@ static bool bundle_load(struct fc_store *s, MDB_txn *txn, const char *tenant, ui
     c->span = span;
     bundle_key(&k, tenant, base, span);
     kv = val(k.b, k.n);
-    if (mdb_get(txn, s->db[DB_BUNDLE], &kv, &v) != 0 || v.mv_size < 4) {
-        return false;
-    }
-    memcpy(&ilen, v.mv_data, 4);
-    if (ilen > v.mv_size - 4 ||
-        (c->index = fc_tree_unzstd((const uint8_t *)v.mv_data + 4, ilen, &c->index_len)) == NULL) {
-        return false;
-    }
-    if (!parse_index(c)) {
-        free(c->index);
-        c->index = NULL;
-        return false;
-    }
-    /* A copy, decompressed when a tree is wanted: LMDB's pointer dies with the next put. */
-    c->frame_len = v.mv_size - 4 - ilen;
-    c->frame = fc_xmalloc(c->frame_len + 1);
-    memcpy(c->frame, (const uint8_t *)v.mv_data + 4 + ilen, c->frame_len);
-    return true;
+    return mdb_get(txn, s->db[DB_BUNDLE], &kv, &v) == 0 &&
+           fc_store_bundle_set(c, v.mv_data, v.mv_size);
 }
 
 /*
@@ -201,10 +215,10 @@ static const uint8_t *bundle_contents(struct bundle_cache *c, size_t need, size_
         ZSTD_inBuffer in = {c->frame, c->frame_len, 0};
         ZSTD_outBuffer out = {fc_xmalloc(need + 1), need, 0};
         while (d != NULL && out.pos < out.size) {
+            size_t was_in = in.pos, was_out = out.pos;
             size_t r = ZSTD_decompressStream(d, &out, &in);
-            if (ZSTD_isError(r) || (r == 0 && out.pos < out.size) ||
-                (in.pos == in.size && out.pos < out.size)) {
-                break;
+            if (ZSTD_isError(r) || r == 0 || (in.pos == was_in && out.pos == was_out)) {
+                break; /* an error, the frame's end, or no progress: out.pos says how far */
             }
         }
         ZSTD_freeDCtx(d);
@@ -223,6 +237,42 @@ static const uint8_t *bundle_contents(struct bundle_cache *c, size_t need, size_
     return c->raw;
 }
 
+/* The header of slot's entry in loaded bundle c (p points into c). */
+static bool slot_parse(struct bundle_cache *c, int slot, struct packed *p)
+{
+    if (c->index == NULL || slot < 0 || slot >= FC_STORE_BUNDLE_SLOTS || c->len[slot] == 0 ||
+        !fc_store_packed_parse(c->index + c->at[slot], c->len[slot], p)) {
+        return false;
+    }
+    if (!p->bundled) {
+        fc_store_packed_release(p); /* an entry holds a slice, never a frame */
+        return false;
+    }
+    return true;
+}
+
+bool fc_store_bundle_slot_decode(struct bundle_cache *c, int slot,
+                                 bool (*want)(void *ctx, uint32_t series), void *ctx,
+                                 struct parts *ps)
+{
+    struct packed p;
+    const uint8_t *raw;
+    size_t size = 0;
+    bool ok = true;
+
+    if (!slot_parse(c, slot, &p)) {
+        return false;
+    }
+    if (fc_store_packed_wanted(&p, want, ctx)) {
+        ok = p.slice_len <= SIZE_MAX - p.slice_off &&
+             (raw = bundle_contents(c, (size_t)(p.slice_off + p.slice_len), &size)) != NULL &&
+             p.slice_off <= size && p.slice_len <= size - p.slice_off &&
+             fc_store_packed_decode_raw(&p, raw + p.slice_off, (size_t)p.slice_len, want, ctx, ps);
+    }
+    fc_store_packed_release(&p);
+    return ok;
+}
+
 bool fc_store_window_parse(struct fc_store *s, MDB_txn *txn, const char *tenant, uint32_t base,
                            const MDB_val *v, struct bundle_cache *cache, struct packed *p)
 {
@@ -239,16 +289,8 @@ bool fc_store_window_parse(struct fc_store *s, MDB_txn *txn, const char *tenant,
         }
         return true;
     }
-    if (!marker_of(v, &slot, &span) || !bundle_load(s, txn, tenant, base, span, cache) ||
-        cache->len[slot] == 0 ||
-        !fc_store_packed_parse(cache->index + cache->at[slot], cache->len[slot], p)) {
-        return false;
-    }
-    if (!p->bundled) {
-        fc_store_packed_release(p);
-        return false;
-    }
-    return true;
+    return marker_of(v, &slot, &span) && bundle_load(s, txn, tenant, base, span, cache) &&
+           slot_parse(cache, slot, p);
 }
 
 bool fc_store_window_decode(struct fc_store *s, MDB_txn *txn, const char *tenant, uint32_t base,
@@ -257,25 +299,15 @@ bool fc_store_window_decode(struct fc_store *s, MDB_txn *txn, const char *tenant
 {
     struct bundle_cache local = {0};
     struct bundle_cache *c = cache != NULL ? cache : &local;
-    struct packed p;
-    const uint8_t *raw;
-    size_t size = 0;
-    bool ok = true;
+    int slot;
+    int64_t span;
+    bool ok;
 
     if (!fc_store_bundled_marker(v)) {
         return fc_store_packed_decode(v->mv_data, v->mv_size, want, ctx, ps);
     }
-    if (!fc_store_window_parse(s, txn, tenant, base, v, c, &p)) {
-        fc_store_bundle_cache_release(&local);
-        return false;
-    }
-    if (fc_store_packed_wanted(&p, want, ctx)) {
-        ok = p.slice_len <= SIZE_MAX - p.slice_off &&
-             (raw = bundle_contents(c, (size_t)(p.slice_off + p.slice_len), &size)) != NULL &&
-             p.slice_off <= size && p.slice_len <= size - p.slice_off &&
-             fc_store_packed_decode_raw(&p, raw + p.slice_off, (size_t)p.slice_len, want, ctx, ps);
-    }
-    fc_store_packed_release(&p);
+    ok = marker_of(v, &slot, &span) && bundle_load(s, txn, tenant, base, span, c) &&
+         fc_store_bundle_slot_decode(c, slot, want, ctx, ps);
     fc_store_bundle_cache_release(&local);
     return ok;
 }
@@ -384,12 +416,16 @@ static bool gather(struct fc_store *s, MDB_txn *txn, const char *tenant, uint32_
     uint8_t *owned = NULL;
     size_t size = 0, off = content->len;
     bool ok;
+    int slot;
+    int64_t at;
 
     node_key(&k, tenant, base, level, start);
     kv = val(k.b, k.n);
     if (mdb_get(txn, s->db[DB_NODE], &kv, &v) != 0 ||
+        (fc_store_bundled_marker(&v) &&
+         (!marker_of(&v, &slot, &at) || slot != slot_of(level, start) || at != span_of(start))) ||
         !fc_store_window_parse(s, txn, tenant, base, &v, old, &p)) {
-        return false;
+        return false; /* missing, corrupt, or a marker for another window */
     }
     if (p.bundled) {
         raw = bundle_contents(old, SIZE_MAX, &size);

@@ -557,6 +557,12 @@ struct bundle_cache {
     bool whole; /* raw holds all of them */
 };
 void fc_store_bundle_cache_release(struct bundle_cache *c);
+/* Parses a bundle value (len bytes) into c, its index decompressed; false when corrupt. */
+bool fc_store_bundle_set(struct bundle_cache *c, const uint8_t *value, size_t len);
+/* Decodes the trees want accepts (NULL: all) of slot's window in c into ps; false when corrupt. */
+bool fc_store_bundle_slot_decode(struct bundle_cache *c, int slot,
+                                 bool (*want)(void *ctx, uint32_t series), void *ctx,
+                                 struct parts *ps);
 /*
  * A 10 s or 100 s window at start went into LMDB whole: the next
  * fc_store_bundle_before looks at its span.

@@ -48,9 +48,8 @@ static const struct fc_field store_fields[] = {
      "10 s windows older than this are compacted away: that past is queried at 100 s "
      "resolution (0 = keep them as long as `retention`)"},
     {"bundle_after", FC_FIELD_DURATION, "5m", OFF(bundle_after),
-     "the 10 s windows of each 100 s span that ended this long ago are compressed together "
-     "(one zstd frame per pod and span) by the retention pass; answers are unchanged (0 = "
-     "never)"},
+     "each pod's 100 s span that ended this long ago (its 10 s windows and its 100 s window) "
+     "is compressed as one value by the retention pass; answers are unchanged (0 = never)"},
     {"retention_interval", FC_FIELD_DURATION, "1m", OFF(retention_interval),
      "how often retention runs"},
     {"max_size", FC_FIELD_SIZE, "0", OFF(max_size),
@@ -126,7 +125,8 @@ static int store_create(struct fc_exporter *self, struct fc_error *err)
         "Windows deleted by retention (age, size, or fine_retention compaction).");
     x->bundled = fc_metrics_counter(
         "flamecol_store_bundled_windows_total", labels,
-        "10 s windows compressed together with the others of their 100 s span (bundle_after).");
+        "Windows (10 s and 100 s) compressed together with the others of their 100 s span "
+        "(bundle_after).");
     x->open_bytes = fc_metrics_gauge(
         "flamecol_store_open_windows_bytes", labels,
         "Memory of the open windows: written since the last flush, kept merged beside the log.");

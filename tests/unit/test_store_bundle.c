@@ -337,6 +337,15 @@ static void test_retention_and_compaction_delete_bundles(void **state)
                      want_p0(BASE + 40, BASE + 100));
     assert_int_equal(total(s, CPU "{pod=\"p1\"}", BASE + 10, BASE + 90),
                      want_p1(BASE + 40, BASE + 90));
+    /*
+     * The span's 100 s windows, rebuilt without what went, are stored whole:
+     * the next pass bundles them again with the span's 6 + 3 windows left.
+     */
+    assert_int_equal(fc_store_flush(s, &err), FC_OK);
+    assert_int_equal(fc_store_bundle_before(s, BASE + 1200, &n, &err), FC_OK);
+    assert_int_equal(n, 6 + 3 + 2);
+    assert_int_equal(total(s, CPU "{pod=~\"p.\"}", BASE, BASE + 100),
+                     want_p0(BASE + 40, BASE + 100) + want_p1(BASE + 40, BASE + 100));
     fc_store_close(s);
     assert_int_equal(bundles_in("retention"), 12 * 2);
     /* The span's end: its bundles go with its last windows. */
