@@ -21,7 +21,8 @@
  * LMDB keeps inside a leaf page, so each took an overflow page of 4 KiB of
  * its own; neighbouring windows of one pod share most of their stacks,
  * which zstd only finds in one frame; their headers, nearly the same
- * from one window to the next, compress together too; and the 100 s
+ * from one window to the next, compress together too (a frame apart, so
+ * that a timeline decompresses only them); and the 100 s
  * window, their merge, shares their stacks as well. Measured in
  * docs/internals/store.md (Bundles). The 100 s window comes first in the
  * contents, so reading it (as a coarser window's rebuild does for each of
@@ -86,7 +87,6 @@ void fc_store_bundle_cache_release(struct bundle_cache *c)
 {
     free(c->tenant);
     free(c->index);
-    free(c->frame);
     free(c->raw);
     memset(c, 0, sizeof(*c));
 }
@@ -147,9 +147,9 @@ bool fc_store_bundle_set(struct bundle_cache *c, const uint8_t *value, size_t le
     uint32_t ilen;
 
     free(c->index);
-    free(c->frame);
     free(c->raw);
-    c->index = c->frame = c->raw = NULL;
+    c->index = c->raw = NULL;
+    c->frame = NULL;
     c->size = c->frame_len = c->index_len = 0;
     c->whole = false;
     memset(c->at, 0, sizeof(c->at));
@@ -166,10 +166,9 @@ bool fc_store_bundle_set(struct bundle_cache *c, const uint8_t *value, size_t le
         c->index = NULL;
         return false;
     }
-    /* A copy, decompressed when a tree is wanted: LMDB's pointer dies with the next put. */
+    /* Borrowed, not copied: timelines load a bundle per span for its headers alone. */
+    c->frame = value + 4 + ilen;
     c->frame_len = len - 4 - ilen;
-    c->frame = fc_xmalloc(c->frame_len + 1);
-    memcpy(c->frame, value + 4 + ilen, c->frame_len);
     return true;
 }
 
@@ -273,9 +272,21 @@ bool fc_store_bundle_slot_decode(struct bundle_cache *c, int slot,
     return ok;
 }
 
-bool fc_store_window_parse(struct fc_store *s, MDB_txn *txn, const char *tenant, uint32_t base,
-                           const MDB_val *v, struct bundle_cache *cache, struct packed *p)
+/* Where caches keeps bundle (base, span). */
+static struct bundle_cache *pick(struct bundle_caches *caches, uint32_t base, int64_t span)
 {
+    uint64_t h = ((uint64_t)base * 0x9E3779B97F4A7C15ull) ^ (uint64_t)(span / 100);
+
+    if (caches->v == NULL) {
+        caches->v = fc_xcalloc(caches->n, sizeof(*caches->v));
+    }
+    return &caches->v[(h ^ (h >> 29)) % caches->n];
+}
+
+bool fc_store_window_parse(struct fc_store *s, MDB_txn *txn, const char *tenant, uint32_t base,
+                           const MDB_val *v, struct bundle_caches *caches, struct packed *p)
+{
+    struct bundle_cache *cache;
     int slot;
     int64_t span;
 
@@ -289,16 +300,19 @@ bool fc_store_window_parse(struct fc_store *s, MDB_txn *txn, const char *tenant,
         }
         return true;
     }
-    return marker_of(v, &slot, &span) && bundle_load(s, txn, tenant, base, span, cache) &&
-           slot_parse(cache, slot, p);
+    if (!marker_of(v, &slot, &span)) {
+        return false;
+    }
+    cache = pick(caches, base, span);
+    return bundle_load(s, txn, tenant, base, span, cache) && slot_parse(cache, slot, p);
 }
 
 bool fc_store_window_decode(struct fc_store *s, MDB_txn *txn, const char *tenant, uint32_t base,
-                            const MDB_val *v, struct bundle_cache *cache,
+                            const MDB_val *v, struct bundle_caches *caches,
                             bool (*want)(void *ctx, uint32_t series), void *ctx, struct parts *ps)
 {
     struct bundle_cache local = {0};
-    struct bundle_cache *c = cache != NULL ? cache : &local;
+    struct bundle_cache *c;
     int slot;
     int64_t span;
     bool ok;
@@ -306,7 +320,11 @@ bool fc_store_window_decode(struct fc_store *s, MDB_txn *txn, const char *tenant
     if (!fc_store_bundled_marker(v)) {
         return fc_store_packed_decode(v->mv_data, v->mv_size, want, ctx, ps);
     }
-    ok = marker_of(v, &slot, &span) && bundle_load(s, txn, tenant, base, span, c) &&
+    if (!marker_of(v, &slot, &span)) {
+        return false;
+    }
+    c = caches != NULL ? pick(caches, base, span) : &local;
+    ok = bundle_load(s, txn, tenant, base, span, c) &&
          fc_store_bundle_slot_decode(c, slot, want, ctx, ps);
     fc_store_bundle_cache_release(&local);
     return ok;
@@ -424,7 +442,7 @@ static bool gather(struct fc_store *s, MDB_txn *txn, const char *tenant, uint32_
     if (mdb_get(txn, s->db[DB_NODE], &kv, &v) != 0 ||
         (fc_store_bundled_marker(&v) &&
          (!marker_of(&v, &slot, &at) || slot != slot_of(level, start) || at != span_of(start))) ||
-        !fc_store_window_parse(s, txn, tenant, base, &v, old, &p)) {
+        !fc_store_window_parse(s, txn, tenant, base, &v, &(struct bundle_caches){old, 1}, &p)) {
         return false; /* missing, corrupt, or a marker for another window */
     }
     if (p.bundled) {
@@ -532,7 +550,7 @@ static int release_parent(struct fc_store *s, MDB_txn *txn, const char *tenant, 
         !marker_of(&v, &slot, &at) || slot != FC_STORE_PARENT_SLOT || at != span) {
         return 0; /* not bundled */
     }
-    if (!fc_store_window_parse(s, txn, tenant, base, &v, c, &p)) {
+    if (!fc_store_window_parse(s, txn, tenant, base, &v, &(struct bundle_caches){c, 1}, &p)) {
         atomic_fetch_add(&s->corrupt, 1);
         return mdb_del(txn, s->db[DB_NODE], &kv, NULL); /* it could not be read anyway */
     }
@@ -590,6 +608,7 @@ int fc_store_bundle_release_parents(struct fc_store *s, int64_t cutoff_s, struct
                 break;
             }
             rc = release_parent(s, txn, t, b, span, &c);
+            fc_store_bundle_cache_release(&c); /* it points into the bundle, and a put came */
             n++;
         }
         if (rc == 0 && g != 0 && g != MDB_NOTFOUND) {

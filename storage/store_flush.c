@@ -50,7 +50,8 @@ static int rebuild(struct fc_store *s, MDB_txn *txn, const char *tenant, uint32_
     struct key k;
     MDB_val kv, v;
     struct fc_buf enc;
-    struct bundle_cache bundles = {0}; /* the span's 10 s windows share one bundle */
+    struct bundle_cache one = {0}; /* the span's 10 s windows share one bundle */
+    struct bundle_caches bundles = {&one, 1};
     int rc = 0, present = 0;
 
     for (int i = 0; i < 10; i++) {
@@ -84,7 +85,7 @@ static int rebuild(struct fc_store *s, MDB_txn *txn, const char *tenant, uint32_
         }
         fc_store_parts_release(&child);
     }
-    fc_store_bundle_cache_release(&bundles);
+    fc_store_bundle_cache_release(&one);
     if (ps.n == 0) {
         rc = mdb_del(txn, s->db[DB_NODE], &kv, NULL);
         rc = rc == MDB_NOTFOUND ? 0 : rc;

@@ -547,17 +547,28 @@ struct bundle_cache {
     char *tenant; /* owned; NULL: nothing loaded */
     uint32_t base;
     int64_t span;
-    uint8_t *index; /* owned: the index, decompressed (NULL: the bundle is missing or corrupt) */
+    uint8_t *index; /* owned: decompressed (NULL: the bundle is missing or corrupt) */
     size_t index_len;
     uint32_t at[FC_STORE_BUNDLE_SLOTS], len[FC_STORE_BUNDLE_SLOTS]; /* each slot's entry */
-    uint8_t *frame; /* owned: a copy of the contents' frame */
+    /* The contents' frame: in the bundle's value, valid for the transaction until its next put. */
+    const uint8_t *frame;
     size_t frame_len;
     uint8_t *raw; /* owned: the contents, or their first size bytes, once decompressed */
     size_t size;
     bool whole; /* raw holds all of them */
 };
 void fc_store_bundle_cache_release(struct bundle_cache *c);
-/* Parses a bundle value (len bytes) into c, its index decompressed; false when corrupt. */
+/*
+ * Bundles a reader keeps loaded, by (base, span) (direct-mapped): a
+ * series-by-series timeline loads the same bundles once per series.
+ */
+struct bundle_caches {
+    struct bundle_cache *v; /* n of them; NULL: allocated on first use (owned) */
+    size_t n;
+};
+/* A reader's: a day of 100 s spans of one base (index only: about 1-3 KB each). */
+#define FC_STORE_READER_BUNDLES 1024
+/* Parses a bundle value (len bytes, which c then points into); false when corrupt. */
 bool fc_store_bundle_set(struct bundle_cache *c, const uint8_t *value, size_t len);
 /* Decodes the trees want accepts (NULL: all) of slot's window in c into ps; false when corrupt. */
 bool fc_store_bundle_slot_decode(struct bundle_cache *c, int slot,
@@ -579,20 +590,21 @@ bool fc_store_bundled_marker(const MDB_val *v);
 /*
  * Parses the header of a window of (tenant, base) whose stored value is v:
  * the value itself, or a bundled window's entry in its span's bundle,
- * loaded into cache (p points into it: valid while cache holds that bundle).
- * A cache is valid for one read transaction, or a write transaction that
- * writes no bundle while it is used. False when corrupt.
+ * loaded into one of caches (p points into it: valid until that cache loads
+ * another bundle).
+ * A cache is valid for one read transaction, or in a write transaction until
+ * its next put. False when corrupt.
  */
 bool fc_store_window_parse(struct fc_store *s, MDB_txn *txn, const char *tenant, uint32_t base,
-                           const MDB_val *v, struct bundle_cache *cache, struct packed *p);
+                           const MDB_val *v, struct bundle_caches *caches, struct packed *p);
 /*
  * Decodes the trees want accepts (NULL: all) of a window of (tenant, base)
  * whose stored value is v (fc_store_node_get's): from its own frame, or for
- * a bundled window from its span's bundle (through cache, when not NULL).
+ * a bundled window from its span's bundle (through caches, when not NULL).
  * False when the value or its bundle is corrupt.
  */
 bool fc_store_window_decode(struct fc_store *s, MDB_txn *txn, const char *tenant, uint32_t base,
-                            const MDB_val *v, struct bundle_cache *cache,
+                            const MDB_val *v, struct bundle_caches *caches,
                             bool (*want)(void *ctx, uint32_t series), void *ctx, struct parts *ps);
 
 /* ---- the read path (store_read.c, store_spans.c) ------------------------------------------ */
@@ -602,7 +614,7 @@ struct reader {
     MDB_txn *txn;
     const char *tenant;
     struct fc_error *err;
-    struct bundle_cache bundles;
+    struct bundle_caches bundles; /* FC_STORE_READER_BUNDLES, allocated on first use */
 };
 
 struct idset {

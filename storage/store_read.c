@@ -383,7 +383,8 @@ static int begin_read(struct fc_store *s, struct reader *r, const char *tenant,
 
     pthread_rwlock_rdlock(&s->open.lock);
     rc = mdb_txn_begin(s->env, NULL, MDB_RDONLY, &r->txn);
-    memset(&r->bundles, 0, sizeof(r->bundles));
+    r->bundles.v = NULL; /* allocated by the first bundled window read */
+    r->bundles.n = FC_STORE_READER_BUNDLES;
     r->s = s;
     r->tenant = tenant;
     r->err = err;
@@ -397,7 +398,10 @@ static int begin_read(struct fc_store *s, struct reader *r, const char *tenant,
 static void end_read(struct reader *r)
 {
     mdb_txn_abort(r->txn);
-    fc_store_bundle_cache_release(&r->bundles);
+    for (size_t i = 0; r->bundles.v != NULL && i < r->bundles.n; i++) {
+        fc_store_bundle_cache_release(&r->bundles.v[i]);
+    }
+    free(r->bundles.v);
     pthread_rwlock_unlock(&r->s->open.lock);
 }
 

@@ -4,6 +4,7 @@
 #include "formats/pb.h"
 
 #include <stdbool.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zstd.h>
@@ -469,8 +470,40 @@ int fc_tree_decode_columns_merge(struct fc_tree *t, const struct fc_tree_columns
     return fc_pb_varint(&names, &root_name) == 0 ? decode_into(t, &in) : FC_EPROTO;
 }
 
+/*
+ * One decompression context per thread, kept: ZSTD_decompress allocates one
+ * of about 100 KB per call, which cost more than decompressing a window's
+ * small frame (a timeline reads one per bundle, a query one per window).
+ */
+static pthread_key_t dctx_key;
+static pthread_once_t dctx_once = PTHREAD_ONCE_INIT;
+
+static void dctx_free(void *d)
+{
+    ZSTD_freeDCtx(d);
+}
+
+static void dctx_key_init(void)
+{
+    if (pthread_key_create(&dctx_key, dctx_free) != 0) {
+        abort();
+    }
+}
+
+static ZSTD_DCtx *thread_dctx(void)
+{
+    ZSTD_DCtx *d;
+
+    pthread_once(&dctx_once, dctx_key_init);
+    if ((d = pthread_getspecific(dctx_key)) == NULL && (d = ZSTD_createDCtx()) != NULL) {
+        pthread_setspecific(dctx_key, d);
+    }
+    return d;
+}
+
 uint8_t *fc_tree_unzstd(const uint8_t *frame, size_t len, size_t *size)
 {
+    ZSTD_DCtx *d = thread_dctx();
     unsigned long long claimed = ZSTD_getFrameContentSize(frame, len);
     uint8_t *raw;
 
@@ -479,7 +512,7 @@ uint8_t *fc_tree_unzstd(const uint8_t *frame, size_t len, size_t *size)
         return NULL;
     }
     raw = fc_xmalloc(claimed ? claimed : 1);
-    if (ZSTD_isError(ZSTD_decompress(raw, claimed, frame, len))) {
+    if (d == NULL || ZSTD_isError(ZSTD_decompressDCtx(d, raw, claimed, frame, len))) {
         free(raw);
         return NULL;
     }
