@@ -50,6 +50,8 @@
 
 /* Spans bundled per write transaction. */
 #define BUNDLE_TXN_SPANS 256
+/* bundle_put's answer when it leaves the windows as they are (not an LMDB code). */
+#define FC_STORE_NOT_BUNDLED (-1)
 
 static int64_t span_of(int64_t start)
 {
@@ -109,7 +111,7 @@ static bool marker_of(const MDB_val *v, int *slot, int64_t *span)
 
     *slot = p[4];
     *span = (int64_t)be64(p + 5);
-    return *slot < FC_STORE_BUNDLE_SLOTS && *span == span_of(*span);
+    return *slot < FC_STORE_BUNDLE_SLOTS && *span >= 0 && *span % fc_store_level_secs[1] == 0;
 }
 
 /* The index of c (decompressed): where each slot's entry is. */
@@ -264,7 +266,11 @@ bool fc_store_bundle_slot_decode(struct bundle_cache *c, int slot,
     }
     if (fc_store_packed_wanted(&p, want, ctx)) {
         ok = p.slice_len <= SIZE_MAX - p.slice_off &&
-             (raw = bundle_contents(c, (size_t)(p.slice_off + p.slice_len), &size)) != NULL &&
+             (raw = bundle_contents(c,
+                                    slot == FC_STORE_PARENT_SLOT
+                                        ? (size_t)(p.slice_off + p.slice_len)
+                                        : SIZE_MAX, /* a span's 10 s windows are read together */
+                                    &size)) != NULL &&
              p.slice_off <= size && p.slice_len <= size - p.slice_off &&
              fc_store_packed_decode_raw(&p, raw + p.slice_off, (size_t)p.slice_len, want, ctx, ps);
     }
@@ -326,6 +332,16 @@ bool fc_store_window_decode(struct fc_store *s, MDB_txn *txn, const char *tenant
     c = caches != NULL ? pick(caches, base, span) : &local;
     ok = bundle_load(s, txn, tenant, base, span, c) &&
          fc_store_bundle_slot_decode(c, slot, want, ctx, ps);
+    if (caches != NULL && c->raw != NULL && caches->contents != c) {
+        /* The indexes stay; one bundle's contents at a time (up to ~100 KB each). */
+        if (caches->contents != NULL) {
+            free(caches->contents->raw);
+            caches->contents->raw = NULL;
+            caches->contents->size = 0;
+            caches->contents->whole = false;
+        }
+        caches->contents = c;
+    }
     fc_store_bundle_cache_release(&local);
     return ok;
 }
@@ -381,12 +397,19 @@ static int bundle_put(struct fc_store *s, MDB_txn *txn, const char *tenant, uint
     }
     zi = compress(&index, &li);
     zc = compress(content, &lc);
-    fc_buf_release(&index);
-    if (zi == NULL || zc == NULL) {
+    if (zi == NULL || zc == NULL || index.len > fc_tree_max_raw(li) ||
+        content->len > fc_tree_max_raw(lc)) {
+        /*
+         * A frame the readers would refuse as too large for its size (a
+         * hostile profile can compress that well): the windows stay as
+         * they are.
+         */
+        fc_buf_release(&index);
         free(zi);
         free(zc);
-        return EIO;
+        return zi == NULL || zc == NULL ? EIO : FC_STORE_NOT_BUNDLED;
     }
+    fc_buf_release(&index);
     fc_buf_init(&value, 4 + li + lc);
     l32 = (uint32_t)li;
     fc_buf_append(&value, &l32, 4);
@@ -491,11 +514,34 @@ static int bundle_span(struct fc_store *s, MDB_txn *txn, const char *tenant, uin
     bool ok = true;
     int rc = 0;
 
-    fc_buf_init(&content, 0);
+    bool parent;
+
+    /*
+     * Off the 10 s grid (a damaged key): left as it is. Then, before anything
+     * is decompressed: nothing to do when every window is bundled already
+     * (a pass after a reopen, or after a late write elsewhere, looks at every
+     * span since its watermark).
+     */
+    for (size_t i = 0; i < n; i++) {
+        if (starts[i] % fc_store_level_secs[0] != 0 || starts[i] < span ||
+            starts[i] >= span + fc_store_level_secs[1]) {
+            return 0;
+        }
+        node_key(&k, tenant, base, 0, starts[i]);
+        kv = val(k.b, k.n);
+        loose += mdb_get(txn, s->db[DB_NODE], &kv, &v) == 0 && !fc_store_bundled_marker(&v);
+    }
     node_key(&k, tenant, base, 1, span);
     kv = val(k.b, k.n);
-    if (mdb_get(txn, s->db[DB_NODE], &kv, &v) == 0 &&
-        !window_dirty(s, txn, tenant, base, 1, span)) {
+    parent =
+        mdb_get(txn, s->db[DB_NODE], &kv, &v) == 0 && !window_dirty(s, txn, tenant, base, 1, span);
+    loose += parent && !fc_store_bundled_marker(&v);
+    if (loose == 0 || n + parent < 2) {
+        return 0;
+    }
+    loose = 0;
+    fc_buf_init(&content, 0);
+    if (parent) {
         ok = gather(s, txn, tenant, base, 1, span, &old, m, &got, &loose, &content);
     }
     for (size_t i = 0; i < n && ok; i++) {
@@ -504,6 +550,7 @@ static int bundle_span(struct fc_store *s, MDB_txn *txn, const char *tenant, uin
     if (ok && loose > 0 && got >= 2) {
         rc = bundle_put(s, txn, tenant, base, span, m, got, &content);
         *bundled += rc == 0 ? got : 0;
+        rc = rc == FC_STORE_NOT_BUNDLED ? 0 : rc;
     }
     for (size_t i = 0; i < got; i++) {
         fc_buf_release(&m[i].entry);
@@ -681,7 +728,7 @@ static int bundle_txn(struct fc_store *s, int64_t from, int64_t cutoff, char *te
         char t[256];
         uint32_t b;
         int level;
-        int64_t start, span, starts[FC_STORE_BUNDLE_SLOTS];
+        int64_t start, span, starts[FC_STORE_PARENT_SLOT];
         size_t n = 0;
 
         if (!parse_node_key(&kv, t, sizeof(t), &b, &level, &start)) {
@@ -708,7 +755,7 @@ static int bundle_txn(struct fc_store *s, int64_t from, int64_t cutoff, char *te
             break;
         }
         span = span_of(start);
-        while (g == 0 && n < FC_STORE_BUNDLE_SLOTS) {
+        while (g == 0 && n < FC_STORE_PARENT_SLOT) {
             char t2[256];
             uint32_t b2;
             int l2;
@@ -742,7 +789,8 @@ int fc_store_bundle_before(struct fc_store *s, int64_t cutoff_s, uint64_t *bundl
                            struct fc_error *err)
 {
     int64_t cutoff = span_of(cutoff_s);
-    int64_t from = atomic_load(&s->bundled_before), coarse = atomic_load(&s->coarse_before);
+    int64_t seen = atomic_load(&s->bundled_before), coarse = atomic_load(&s->coarse_before);
+    int64_t from = seen;
     char tenant[256] = "";
     uint32_t base = 0;
     int64_t at;
@@ -763,6 +811,7 @@ int fc_store_bundle_before(struct fc_store *s, int64_t cutoff_s, uint64_t *bundl
     if (rc != 0) {
         return fc_store_lmdb_error(err, rc, "bundle");
     }
-    atomic_store(&s->bundled_before, cutoff);
+    /* Unless a flush brought it back meanwhile (another thread): then the next pass goes there. */
+    atomic_compare_exchange_strong(&s->bundled_before, &seen, cutoff);
     return FC_OK;
 }

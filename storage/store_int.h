@@ -565,6 +565,7 @@ void fc_store_bundle_cache_release(struct bundle_cache *c);
 struct bundle_caches {
     struct bundle_cache *v; /* n of them; NULL: allocated on first use (owned) */
     size_t n;
+    struct bundle_cache *contents; /* the one of v whose contents are kept decompressed */
 };
 /* A reader's: a day of 100 s spans of one base (index only: about 1-3 KB each). */
 #define FC_STORE_READER_BUNDLES 1024

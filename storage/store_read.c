@@ -384,6 +384,7 @@ static int begin_read(struct fc_store *s, struct reader *r, const char *tenant,
     pthread_rwlock_rdlock(&s->open.lock);
     rc = mdb_txn_begin(s->env, NULL, MDB_RDONLY, &r->txn);
     r->bundles.v = NULL; /* allocated by the first bundled window read */
+    r->bundles.contents = NULL;
     r->bundles.n = FC_STORE_READER_BUNDLES;
     r->s = s;
     r->tenant = tenant;

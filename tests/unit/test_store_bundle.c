@@ -396,6 +396,81 @@ static void damage_bundles(const char *name)
     mdb_env_close(env);
 }
 
+/* Copies the level-0 window at BASE + 10 (p0's) to a key at BASE + 15: off the 10 s grid. */
+static void plant_off_grid_window(const char *name)
+{
+    char path[128];
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi db;
+    MDB_cursor *c;
+    MDB_val k, v;
+    uint8_t keys[8][64], vals[8][4096];
+    size_t klen[8], vlen[8], n = 0;
+
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    assert_int_equal(mdb_env_create(&env), 0);
+    assert_int_equal(mdb_env_set_maxdbs(env, 32), 0);
+    assert_int_equal(mdb_env_open(env, path, 0, 0644), 0);
+    assert_int_equal(mdb_txn_begin(env, NULL, 0, &txn), 0);
+    assert_int_equal(mdb_dbi_open(txn, "node", 0, &db), 0);
+    assert_int_equal(mdb_cursor_open(txn, db, &c), 0);
+    for (int g = mdb_cursor_get(c, &k, &v, MDB_FIRST); g == 0 && n < 8;
+         g = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+        const uint8_t *kb = k.mv_data;
+        uint64_t start = 0;
+        /* tenant 0 be32(base) u8(level) be64(start) */
+        for (int i = 0; i < 8; i++) {
+            start = start << 8 | kb[k.mv_size - 8 + i];
+        }
+        if (kb[k.mv_size - 9] == 0 && start == (uint64_t)BASE + 10 && k.mv_size <= 64 &&
+            v.mv_size <= 4096) {
+            memcpy(keys[n], k.mv_data, k.mv_size);
+            keys[n][k.mv_size - 1] = (uint8_t)(keys[n][k.mv_size - 1] + 5);
+            klen[n] = k.mv_size;
+            memcpy(vals[n], v.mv_data, v.mv_size);
+            vlen[n++] = v.mv_size;
+        }
+    }
+    mdb_cursor_close(c);
+    assert_true(n > 0);
+    for (size_t i = 0; i < n; i++) {
+        MDB_val kk = {klen[i], keys[i]}, vv = {vlen[i], vals[i]};
+        assert_int_equal(mdb_put(txn, db, &kk, &vv, 0), 0);
+    }
+    assert_int_equal(mdb_txn_commit(txn), 0);
+    mdb_env_close(env);
+}
+
+/*
+ * A damaged store with a 10 s window off the grid (at +15): its span is left
+ * as it is (eleven windows and the 100 s one used to overrun the span's
+ * slots), the others are bundled.
+ */
+static void test_window_off_the_grid_left_alone(void **state)
+{
+    struct fc_store *s = written("offgrid");
+    struct fc_error err = {0};
+    uint64_t n = 0;
+
+    (void)state;
+    fc_store_close(s);
+    plant_off_grid_window("offgrid");
+    s = fc_test_store_open(dir, "offgrid");
+    assert_int_equal(fc_store_bundle_before(s, BASE + 1200, &n, &err), FC_OK);
+    assert_int_equal(n, 11 * 17 + 5 + 1); /* every span but p0's first (p1 has no +10) */
+    assert_int_equal(total(s, CPU "{pod=\"p0\"}", BASE + 100, BASE + 1200),
+                     want_p0(BASE + 100, BASE + 1200));
+    assert_int_equal(total(s, CPU "{pod=\"p0\"}", BASE + 130, BASE + 170),
+                     want_p0(BASE + 130, BASE + 170));
+    /* The span left alone still answers (its 100 s window, a 10 s window). */
+    assert_int_equal(total(s, CPU "{pod=\"p0\"}", BASE, BASE + 100), want_p0(BASE, BASE + 100));
+    assert_int_equal(total(s, CPU "{pod=\"p0\"}", BASE + 20, BASE + 30),
+                     want_p0(BASE + 20, BASE + 30));
+    assert_int_equal(fc_store_corrupt_windows(s), 0);
+    fc_store_close(s);
+}
+
 static void test_damaged_bundle_is_skipped(void **state)
 {
     struct fc_store *s = written("damaged");
@@ -498,6 +573,7 @@ int main(void)
         cmocka_unit_test(test_link_to_a_bundled_window),
         cmocka_unit_test(test_retention_and_compaction_delete_bundles),
         cmocka_unit_test(test_damaged_bundle_is_skipped),
+        cmocka_unit_test(test_window_off_the_grid_left_alone),
         cmocka_unit_test(test_bundles_shrink_a_pod),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
