@@ -9,6 +9,7 @@
  */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -158,20 +159,31 @@ static void assert_answers(struct fc_store *s, int64_t extra_at, int64_t extra)
 }
 
 /* Entries of the bundle table, read from LMDB itself (the store closed). */
-static size_t bundles_in(const char *name)
+/*
+ * Opens the closed store at name with LMDB itself (flags: 0 or MDB_RDONLY)
+ * and database db_name in a transaction; false when that database is missing.
+ */
+static bool lmdb_open(const char *name, const char *db_name, unsigned flags, MDB_env **env,
+                      MDB_txn **txn, MDB_dbi *db)
 {
     char path[128];
+
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    assert_int_equal(mdb_env_create(env), 0);
+    assert_int_equal(mdb_env_set_maxdbs(*env, 32), 0);
+    assert_int_equal(mdb_env_open(*env, path, flags, 0644), 0);
+    assert_int_equal(mdb_txn_begin(*env, NULL, flags, txn), 0);
+    return mdb_dbi_open(*txn, db_name, 0, db) == 0;
+}
+
+static size_t bundles_in(const char *name)
+{
     MDB_env *env;
     MDB_txn *txn;
     MDB_dbi db;
     MDB_stat st = {0};
 
-    snprintf(path, sizeof(path), "%s/%s", dir, name);
-    assert_int_equal(mdb_env_create(&env), 0);
-    assert_int_equal(mdb_env_set_maxdbs(env, 32), 0);
-    assert_int_equal(mdb_env_open(env, path, MDB_RDONLY, 0644), 0);
-    assert_int_equal(mdb_txn_begin(env, NULL, MDB_RDONLY, &txn), 0);
-    if (mdb_dbi_open(txn, "bundle", 0, &db) == 0) {
+    if (lmdb_open(name, "bundle", MDB_RDONLY, &env, &txn, &db)) {
         assert_int_equal(mdb_stat(txn, db, &st), 0);
     }
     mdb_txn_abort(txn);
@@ -373,19 +385,13 @@ static void test_retention_and_compaction_delete_bundles(void **state)
 /* Overwrites every bundle of the store at name with bytes that are no zstd frame. */
 static void damage_bundles(const char *name)
 {
-    char path[128];
     MDB_env *env;
     MDB_txn *txn;
     MDB_dbi db;
     MDB_cursor *c;
     MDB_val k, v, junk = {16, (void *)"not a zstd frame"};
 
-    snprintf(path, sizeof(path), "%s/%s", dir, name);
-    assert_int_equal(mdb_env_create(&env), 0);
-    assert_int_equal(mdb_env_set_maxdbs(env, 32), 0);
-    assert_int_equal(mdb_env_open(env, path, 0, 0644), 0);
-    assert_int_equal(mdb_txn_begin(env, NULL, 0, &txn), 0);
-    assert_int_equal(mdb_dbi_open(txn, "bundle", 0, &db), 0);
+    assert_true(lmdb_open(name, "bundle", 0, &env, &txn, &db));
     assert_int_equal(mdb_cursor_open(txn, db, &c), 0);
     for (int g = mdb_cursor_get(c, &k, &v, MDB_FIRST); g == 0;
          g = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
@@ -399,7 +405,6 @@ static void damage_bundles(const char *name)
 /* Copies the level-0 window at BASE + 10 (p0's) to a key at BASE + 15: off the 10 s grid. */
 static void plant_off_grid_window(const char *name)
 {
-    char path[128];
     MDB_env *env;
     MDB_txn *txn;
     MDB_dbi db;
@@ -408,12 +413,7 @@ static void plant_off_grid_window(const char *name)
     uint8_t keys[8][64], vals[8][4096];
     size_t klen[8], vlen[8], n = 0;
 
-    snprintf(path, sizeof(path), "%s/%s", dir, name);
-    assert_int_equal(mdb_env_create(&env), 0);
-    assert_int_equal(mdb_env_set_maxdbs(env, 32), 0);
-    assert_int_equal(mdb_env_open(env, path, 0, 0644), 0);
-    assert_int_equal(mdb_txn_begin(env, NULL, 0, &txn), 0);
-    assert_int_equal(mdb_dbi_open(txn, "node", 0, &db), 0);
+    assert_true(lmdb_open(name, "node", 0, &env, &txn, &db));
     assert_int_equal(mdb_cursor_open(txn, db, &c), 0);
     for (int g = mdb_cursor_get(c, &k, &v, MDB_FIRST); g == 0 && n < 8;
          g = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
