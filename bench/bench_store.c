@@ -245,7 +245,7 @@ static char *scale_run(int n_series, uint8_t *const *cpu, const size_t *cpu_len)
     {
         /* As the retention pass does with bundle_after: every span past bundled. */
         uint64_t bundled = 0;
-        if (fc_store_bundle_before(store, BASE_S + 86400 + 100, &bundled, &err) != FC_OK) {
+        if (fc_store_bundle_before(store, BASE_S + 86400 + 100, 0, &bundled, &err) != FC_OK) {
             fprintf(stderr, "bundle: %s\n", err.msg);
             exit(1);
         }
@@ -619,7 +619,8 @@ int main(int argc, char **argv)
         uint64_t bundled = 0;
         double c0 = bench_cpu_self();
         t0 = fc_now_mono_ns();
-        if (fc_store_bundle_before(store, BASE_S + hours * 3600LL + 100, &bundled, &err) != FC_OK) {
+        if (fc_store_bundle_before(store, BASE_S + hours * 3600LL + 100, 0, &bundled, &err) !=
+            FC_OK) {
             fprintf(stderr, "bundle: %s\n", err.msg);
             return 1;
         }

@@ -214,14 +214,16 @@ int fc_store_delete_before(struct fc_store *s, int64_t cutoff_s, uint64_t *delet
 int fc_store_compact_before(struct fc_store *s, int64_t cutoff_s, uint64_t *deleted,
                             struct fc_error *err);
 /*
- * Bundling: the 10 s windows of each base in every 100 s span that ended by
- * cutoff_s (rounded down to 100 s) are compressed together, one frame per
- * span (store_bundle.c); answers are unchanged, the bytes are fewer. Spans
- * already bundled are skipped; the first call after an open looks at every
- * span since the compaction cutoff. Returns the windows bundled.
+ * Bundling: for each base, every 100 s span that ended by cutoff_s (rounded
+ * down to 100 s) has its 10 s windows and its 100 s window compressed
+ * together (store_bundle.c); answers are unchanged, the bytes are fewer.
+ * Spans already bundled are skipped; the first call after an open looks at
+ * every span since the compaction cutoff. With budget_ns > 0 it stops after
+ * about that long and answers FC_EAGAIN: the next call goes on where it
+ * stopped (one caller at a time). *bundled: the windows bundled.
  */
-int fc_store_bundle_before(struct fc_store *s, int64_t cutoff_s, uint64_t *bundled,
-                           struct fc_error *err);
+int fc_store_bundle_before(struct fc_store *s, int64_t cutoff_s, int64_t budget_ns,
+                           uint64_t *bundled, struct fc_error *err);
 /*
  * Retention by size: past `high` bytes in use, deletes the oldest windows,
  * a 64th of the 10 s and 100 s windows at a time, until at most `low` bytes

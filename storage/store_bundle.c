@@ -41,6 +41,7 @@
 
 #include "core/buf.h"
 #include "core/mem.h"
+#include "core/timeutil.h"
 #include "formats/pb.h"
 
 #include <errno.h>
@@ -785,33 +786,43 @@ static int bundle_txn(struct fc_store *s, int64_t from, int64_t cutoff, char *te
     return mdb_txn_commit(txn);
 }
 
-int fc_store_bundle_before(struct fc_store *s, int64_t cutoff_s, uint64_t *bundled,
-                           struct fc_error *err)
+int fc_store_bundle_before(struct fc_store *s, int64_t cutoff_s, int64_t budget_ns,
+                           uint64_t *bundled, struct fc_error *err)
 {
-    int64_t cutoff = span_of(cutoff_s);
-    int64_t seen = atomic_load(&s->bundled_before), coarse = atomic_load(&s->coarse_before);
-    int64_t from = seen;
-    char tenant[256] = "";
-    uint32_t base = 0;
-    int64_t at;
+    struct bundle_pass *bp = &s->bundling;
+    int64_t t0 = fc_now_mono_ns();
     bool done = false;
     int rc = 0;
 
     *bundled = 0;
-    from = from > coarse ? from : coarse; /* no 10 s windows left before it */
-    from = from > 0 ? from : 0;           /* windows before 1970 are left as they are */
-    if (cutoff <= from) {
-        return FC_OK;
+    if (!bp->resuming) {
+        int64_t coarse = atomic_load(&s->coarse_before);
+        bp->seen = atomic_load(&s->bundled_before);
+        bp->from = bp->seen > coarse ? bp->seen : coarse; /* no 10 s windows left before it */
+        bp->from = bp->from > 0 ? bp->from : 0; /* windows before 1970 are left as they are */
+        bp->cutoff = span_of(cutoff_s);
+        if (bp->cutoff <= bp->from) {
+            return FC_OK;
+        }
+        bp->tenant[0] = '\0';
+        bp->base = 0;
+        bp->at = bp->from;
+        bp->resuming = true;
     }
-    at = from;
     while (rc == 0 && !done) {
-        rc = bundle_txn(s, from, cutoff, tenant, sizeof(tenant), &base, &at, &done, bundled);
+        rc = bundle_txn(s, bp->from, bp->cutoff, bp->tenant, sizeof(bp->tenant), &bp->base, &bp->at,
+                        &done, bundled);
+        if (rc == 0 && !done && budget_ns > 0 && fc_now_mono_ns() - t0 >= budget_ns) {
+            fc_store_refresh_used(s);
+            return FC_EAGAIN; /* the next call goes on from here, to the same cutoff */
+        }
     }
+    bp->resuming = false;
     fc_store_refresh_used(s);
     if (rc != 0) {
         return fc_store_lmdb_error(err, rc, "bundle");
     }
-    /* Unless a flush brought it back meanwhile (another thread): then the next pass goes there. */
-    atomic_compare_exchange_strong(&s->bundled_before, &seen, cutoff);
+    /* Unless a flush brought it back meanwhile: then the next pass goes there. */
+    atomic_compare_exchange_strong(&s->bundled_before, &bp->seen, bp->cutoff);
     return FC_OK;
 }

@@ -132,6 +132,15 @@ struct open_windows {
 /* The name of each database, by DB_ index. */
 extern const char *const fc_store_db_names[N_DBS];
 
+/* A bundling pass stopped by its time budget: where the next call goes on. */
+struct bundle_pass {
+    bool resuming;
+    int64_t seen, from, cutoff; /* the watermark it began from, its range of spans */
+    char tenant[256];           /* the next key: (tenant, base, 0, at) */
+    uint32_t base;
+    int64_t at;
+};
+
 struct fc_store {
     MDB_env *env;
     MDB_dbi db[N_DBS];
@@ -142,6 +151,7 @@ struct fc_store {
     _Atomic uint64_t corrupt;       /* windows (or posting chunks) skipped: did not decode */
     _Atomic int64_t coarse_before;  /* 10 s windows before this were compacted away */
     _Atomic int64_t bundled_before; /* spans before this were bundled since the open */
+    struct bundle_pass bundling;    /* fc_store_bundle_before's, between calls (its caller's) */
     _Atomic uint64_t failures[FC_STORE_FAILURE_KINDS]; /* refused writes, by kind */
     _Atomic int64_t last_flush_ns; /* monotonic time of the last fc_store_flush */
     int64_t flush_ns;              /* flush_interval_ns */

@@ -230,10 +230,15 @@ static void retention_pass(struct store_exporter *x)
         total += deleted;
     }
     if (x->cfg->bundle_after > 0) {
+        /*
+         * At most about a second a pass (writes wait meanwhile): a backlog,
+         * such as a day of windows of a store of an older format, is bundled
+         * a second a retention_interval.
+         */
         uint64_t bundled = 0;
-        if (fc_store_bundle_before(x->store, now_s - x->cfg->bundle_after / 1000000000LL, &bundled,
-                                   &err) == FC_OK &&
-            bundled > 0) {
+        int rc = fc_store_bundle_before(x->store, now_s - x->cfg->bundle_after / 1000000000LL,
+                                        1000000000LL, &bundled, &err);
+        if ((rc == FC_OK || rc == FC_EAGAIN) && bundled > 0) {
             fc_metric_add(x->bundled, (int64_t)bundled);
         }
     }

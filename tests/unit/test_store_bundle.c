@@ -223,12 +223,12 @@ static void test_bundled_windows_answer_as_before(void **state)
      * Spans ending by BASE + 1000: 10 spans, 10 windows of p0 and 5 of p1
      * each, and each pod's 100 s window.
      */
-    assert_int_equal(fc_store_bundle_before(s, BASE + 1000, &n, &err), FC_OK);
+    assert_int_equal(fc_store_bundle_before(s, BASE + 1000, 0, &n, &err), FC_OK);
     assert_int_equal(n, 10 * (10 + 5 + 2));
     assert_answers(s, 0, 0);
     assert_timeline(s);
     /* Done once: the same cutoff again bundles nothing. */
-    assert_int_equal(fc_store_bundle_before(s, BASE + 1000, &n, &err), FC_OK);
+    assert_int_equal(fc_store_bundle_before(s, BASE + 1000, 0, &n, &err), FC_OK);
     assert_int_equal(n, 0);
     assert_int_equal(fc_store_corrupt_windows(s), 0);
     fc_store_close(s);
@@ -236,10 +236,10 @@ static void test_bundled_windows_answer_as_before(void **state)
     /* Reopened: read the same; every span is bundled already. */
     s = fc_test_store_open(dir, "answers");
     assert_answers(s, 0, 0);
-    assert_int_equal(fc_store_bundle_before(s, BASE + 1000, &n, &err), FC_OK);
+    assert_int_equal(fc_store_bundle_before(s, BASE + 1000, 0, &n, &err), FC_OK);
     assert_int_equal(n, 0);
     /* The rest, up to a cutoff not on a span's edge (rounded down to 1100). */
-    assert_int_equal(fc_store_bundle_before(s, BASE + 1150, &n, &err), FC_OK);
+    assert_int_equal(fc_store_bundle_before(s, BASE + 1150, 0, &n, &err), FC_OK);
     assert_int_equal(n, 10 + 5 + 2);
     assert_answers(s, 0, 0);
     assert_timeline(s);
@@ -254,7 +254,7 @@ static void test_late_write_into_a_bundled_window(void **state)
     int64_t at = BASE + 57; /* p0's window BASE + 50, bundled */
 
     (void)state;
-    assert_int_equal(fc_store_bundle_before(s, BASE + 1200, &n, &err), FC_OK);
+    assert_int_equal(fc_store_bundle_before(s, BASE + 1200, 0, &n, &err), FC_OK);
     assert_int_equal(n, 12 * 17);
     write1(s, profile("p0", at, "work", 100000));
     assert_answers(s, at, 100000); /* open, not flushed */
@@ -264,13 +264,13 @@ static void test_late_write_into_a_bundled_window(void **state)
      * Its 10 s window was stored whole and its 100 s window rebuilt: the next
      * pass bundles its span again, and only it.
      */
-    assert_int_equal(fc_store_bundle_before(s, BASE + 1200, &n, &err), FC_OK);
+    assert_int_equal(fc_store_bundle_before(s, BASE + 1200, 0, &n, &err), FC_OK);
     assert_int_equal(n, 10 + 1);
     assert_answers(s, at, 100000);
     fc_store_close(s);
     /* After a reopen every span is looked at again: all bundled. */
     s = fc_test_store_open(dir, "late");
-    assert_int_equal(fc_store_bundle_before(s, BASE + 1200, &n, &err), FC_OK);
+    assert_int_equal(fc_store_bundle_before(s, BASE + 1200, 0, &n, &err), FC_OK);
     assert_int_equal(n, 0);
     assert_answers(s, at, 100000);
     assert_int_equal(fc_store_corrupt_windows(s), 0);
@@ -285,10 +285,10 @@ static void test_backfill_after_a_pass_is_bundled(void **state)
 
     (void)state;
     /* A pass over an empty store first: the data comes after it, into that past. */
-    assert_int_equal(fc_store_bundle_before(s, BASE + 5000, &n, &err), FC_OK);
+    assert_int_equal(fc_store_bundle_before(s, BASE + 5000, 0, &n, &err), FC_OK);
     assert_int_equal(n, 0);
     write_all(s);
-    assert_int_equal(fc_store_bundle_before(s, BASE + 5000, &n, &err), FC_OK);
+    assert_int_equal(fc_store_bundle_before(s, BASE + 5000, 0, &n, &err), FC_OK);
     assert_int_equal(n, 12 * 17);
     assert_answers(s, 0, 0);
     fc_store_close(s);
@@ -311,7 +311,7 @@ static void test_link_to_a_bundled_window(void **state)
     (void)state;
     write1(s, profile("p2", BASE + 503, "work", 77));
     assert_int_equal(fc_store_flush(s, &err), FC_OK);
-    assert_int_equal(fc_store_bundle_before(s, BASE + 2000, &n, &err), FC_OK);
+    assert_int_equal(fc_store_bundle_before(s, BASE + 2000, 0, &n, &err), FC_OK);
     assert_int_equal(n, 2);
     assert_int_equal(total(s, CPU "{pod=\"p2\"}", BASE, BASE + 1000), 77);
     assert_int_equal(total(s, CPU "{pod=\"p2\"}", BASE, BASE + 10000), 77);
@@ -330,6 +330,35 @@ static void test_link_to_a_bundled_window(void **state)
     fc_store_close(s);
 }
 
+/*
+ * A pass with a time budget stops after a transaction of 256 spans and goes
+ * on at the next call: 300 spans of two 10 s windows and a 100 s window.
+ */
+static void test_pass_in_steps(void **state)
+{
+    struct fc_store *s = fc_test_store_open(dir, "steps");
+    struct fc_error err = {0};
+    uint64_t n = 0;
+    int64_t want = 0;
+
+    (void)state;
+    for (int i = 0; i < 600; i++) {
+        write1(s, profile("p3", BASE + 50 * i + 1, "work", 1 + i));
+        want += 1 + i;
+    }
+    assert_int_equal(fc_store_flush(s, &err), FC_OK);
+    assert_int_equal(fc_store_bundle_before(s, BASE + 30000, 1, &n, &err), FC_EAGAIN);
+    assert_int_equal(n, 256 * 3);
+    assert_int_equal(total(s, CPU "{pod=\"p3\"}", BASE, BASE + 30000), want);
+    assert_int_equal(fc_store_bundle_before(s, BASE + 30000, 1, &n, &err), FC_OK);
+    assert_int_equal(n, 44 * 3);
+    assert_int_equal(total(s, CPU "{pod=\"p3\"}", BASE, BASE + 30000), want);
+    assert_int_equal(total(s, CPU "{pod=\"p3\"}", BASE + 50, BASE + 60), 2);
+    assert_int_equal(fc_store_bundle_before(s, BASE + 30000, 1, &n, &err), FC_OK);
+    assert_int_equal(n, 0);
+    fc_store_close(s);
+}
+
 static void test_retention_and_compaction_delete_bundles(void **state)
 {
     struct fc_store *s = written("retention");
@@ -337,7 +366,7 @@ static void test_retention_and_compaction_delete_bundles(void **state)
     uint64_t n = 0;
 
     (void)state;
-    assert_int_equal(fc_store_bundle_before(s, BASE + 1200, &n, &err), FC_OK);
+    assert_int_equal(fc_store_bundle_before(s, BASE + 1200, 0, &n, &err), FC_OK);
     assert_int_equal(n, 12 * 17);
     /*
      * The first four windows go; the rest of their span is read from its
@@ -355,7 +384,7 @@ static void test_retention_and_compaction_delete_bundles(void **state)
      * the next pass bundles them again with the span's 6 + 3 windows left.
      */
     assert_int_equal(fc_store_flush(s, &err), FC_OK);
-    assert_int_equal(fc_store_bundle_before(s, BASE + 1200, &n, &err), FC_OK);
+    assert_int_equal(fc_store_bundle_before(s, BASE + 1200, 0, &n, &err), FC_OK);
     assert_int_equal(n, 6 + 3 + 2);
     assert_int_equal(total(s, CPU "{pod=~\"p.\"}", BASE, BASE + 100),
                      want_p0(BASE + 40, BASE + 100) + want_p1(BASE + 40, BASE + 100));
@@ -457,7 +486,7 @@ static void test_window_off_the_grid_left_alone(void **state)
     fc_store_close(s);
     plant_off_grid_window("offgrid");
     s = fc_test_store_open(dir, "offgrid");
-    assert_int_equal(fc_store_bundle_before(s, BASE + 1200, &n, &err), FC_OK);
+    assert_int_equal(fc_store_bundle_before(s, BASE + 1200, 0, &n, &err), FC_OK);
     assert_int_equal(n, 11 * 17 + 5 + 1); /* every span but p0's first (p1 has no +10) */
     assert_int_equal(total(s, CPU "{pod=\"p0\"}", BASE + 100, BASE + 1200),
                      want_p0(BASE + 100, BASE + 1200));
@@ -478,7 +507,7 @@ static void test_damaged_bundle_is_skipped(void **state)
     uint64_t n = 0;
 
     (void)state;
-    assert_int_equal(fc_store_bundle_before(s, BASE + 200, &n, &err), FC_OK);
+    assert_int_equal(fc_store_bundle_before(s, BASE + 200, 0, &n, &err), FC_OK);
     fc_store_close(s);
     damage_bundles("damaged");
     s = fc_test_store_open(dir, "damaged");
@@ -531,7 +560,7 @@ static void test_bundles_shrink_a_pod(void **state)
         assert_true(before[r] > 0);
     }
     used_before = fc_store_used_bytes(s);
-    assert_int_equal(fc_store_bundle_before(s, BASE + 3600, &n, &err), FC_OK);
+    assert_int_equal(fc_store_bundle_before(s, BASE + 3600, 0, &n, &err), FC_OK);
     assert_int_equal(n, 360 + 36);
     used_after = fc_store_used_bytes(s);
     for (int r = 0; r < 4; r++) {
@@ -571,6 +600,7 @@ int main(void)
         cmocka_unit_test(test_late_write_into_a_bundled_window),
         cmocka_unit_test(test_backfill_after_a_pass_is_bundled),
         cmocka_unit_test(test_link_to_a_bundled_window),
+        cmocka_unit_test(test_pass_in_steps),
         cmocka_unit_test(test_retention_and_compaction_delete_bundles),
         cmocka_unit_test(test_damaged_bundle_is_skipped),
         cmocka_unit_test(test_window_off_the_grid_left_alone),
