@@ -229,8 +229,16 @@ static void retention_pass(struct store_exporter *x)
                                 &err) == FC_OK) {
         total += deleted;
     }
-    if (x->cfg->bundle_after > 0) {
+    if (x->cfg->max_size > 0 && fc_store_trim(x->store, x->cfg->max_size / 10 * 9,
+                                              x->cfg->max_size / 10 * 8, &deleted, &err) == FC_OK) {
+        total += deleted;
+    }
+    if (x->cfg->bundle_after > 0 && !fc_store_full(x->store)) {
         /*
+         * After the trim, and not on a full store: a bundling transaction
+         * writes its bundles before their windows' pages are freed, from
+         * the headroom deletes need.
+         *
          * At most about a second a pass (writes wait meanwhile): a backlog,
          * such as a day of windows of a store of an older format, is bundled
          * a second a retention_interval.
@@ -241,10 +249,6 @@ static void retention_pass(struct store_exporter *x)
         if ((rc == FC_OK || rc == FC_EAGAIN) && bundled > 0) {
             fc_metric_add(x->bundled, (int64_t)bundled);
         }
-    }
-    if (x->cfg->max_size > 0 && fc_store_trim(x->store, x->cfg->max_size / 10 * 9,
-                                              x->cfg->max_size / 10 * 8, &deleted, &err) == FC_OK) {
-        total += deleted;
     }
     if (err.code != FC_OK) {
         char msg[600];

@@ -29,6 +29,8 @@ exporters:
     max_size: 1MiB
     retention: 0
     fine_retention: 0
+    # Bundling frees pages too, and would heal the full store without a deletion.
+    bundle_after: 0
     retention_interval: 1s
     query:
       endpoint: 127.0.0.1:{port}
