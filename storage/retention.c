@@ -21,15 +21,10 @@
 /* Node keys: tenant 0 be32(series) u8(level) be64(window); tenants hold no 0 byte. */
 static bool node_key_parts(const MDB_val *kv, int *level, int64_t *window)
 {
-    const uint8_t *p = kv->mv_data;
-    const uint8_t *zero = memchr(p, 0, kv->mv_size);
+    size_t tenant_len;
+    uint32_t base;
 
-    if (zero == NULL || (size_t)(zero - p) + 1 + 13 != kv->mv_size) {
-        return false;
-    }
-    *level = zero[5];
-    *window = (int64_t)be64(zero + 6);
-    return *level < FC_STORE_LEVELS;
+    return node_key_split(kv, &tenant_len, &base, level, window) && *level < FC_STORE_LEVELS;
 }
 
 /*
@@ -68,11 +63,12 @@ static bool span_doomed(const MDB_val *kv, const struct doomed *d)
 /* Bundle keys: tenant 0 be32(base) be64(100 s span): it goes with the last of its windows. */
 static bool bundle_doomed(const MDB_val *kv, const struct doomed *d)
 {
-    const uint8_t *p = kv->mv_data;
-    const uint8_t *zero = memchr(p, 0, kv->mv_size);
+    size_t tenant_len;
+    uint32_t base;
+    int64_t span;
 
-    return zero != NULL && (size_t)(zero - p) + 13 == kv->mv_size &&
-           (int64_t)be64(zero + 5) <= d->cutoff_s - fc_store_level_secs[1];
+    return bundle_key_split(kv, &tenant_len, &base, &span) &&
+           span <= d->cutoff_s - fc_store_level_secs[1];
 }
 
 typedef bool (*doomed_fn)(const MDB_val *kv, const struct doomed *d);

@@ -488,9 +488,9 @@ static bool gather(struct fc_store *s, MDB_txn *txn, const char *tenant, uint32_
         m[*got].level = level;
         m[*got].start = start;
         fc_buf_init(&m[*got].entry, 0);
-        fc_store_packed_stub(p.bundled ? old->index + old->at[slot_of(level, start)]
-                                       : (const uint8_t *)v.mv_data,
-                             &p, off, content->len - off, &m[*got].entry);
+        fc_store_packed_entry(p.bundled ? old->index + old->at[slot_of(level, start)]
+                                        : (const uint8_t *)v.mv_data,
+                              &p, off, content->len - off, &m[*got].entry);
         (*got)++;
     }
     fc_store_packed_release(&p);
@@ -561,21 +561,17 @@ static int bundle_span(struct fc_store *s, MDB_txn *txn, const char *tenant, uin
     return rc;
 }
 
-/* Bundle keys: tenant 0 be32(base) be64(span). */
+/* A bundle key's parts, its tenant copied into tenant (cap bytes). */
 static bool parse_bundle_key(const MDB_val *kv, char *tenant, size_t cap, uint32_t *base,
                              int64_t *span)
 {
-    const uint8_t *p = kv->mv_data;
-    const uint8_t *zero = memchr(p, 0, kv->mv_size);
     size_t tl;
 
-    if (zero == NULL || (size_t)(zero - p) + 13 != kv->mv_size ||
-        (tl = (size_t)(zero - p)) >= cap) {
+    if (!bundle_key_split(kv, &tl, base, span) || tl >= cap) {
         return false;
     }
-    memcpy(tenant, p, tl + 1);
-    *base = be32(zero + 1);
-    *span = (int64_t)be64(zero + 5);
+    memcpy(tenant, kv->mv_data, tl);
+    tenant[tl] = '\0';
     return true;
 }
 
@@ -674,22 +670,17 @@ int fc_store_bundle_release_parents(struct fc_store *s, int64_t cutoff_s, struct
     return rc ? fc_store_lmdb_error(err, rc, "compaction") : FC_OK;
 }
 
-/* Node keys: tenant 0 be32(base) u8(level) be64(window). */
+/* A node key's parts, its tenant copied into tenant (cap bytes). */
 static bool parse_node_key(const MDB_val *kv, char *tenant, size_t cap, uint32_t *base, int *level,
                            int64_t *start)
 {
-    const uint8_t *p = kv->mv_data;
-    const uint8_t *zero = memchr(p, 0, kv->mv_size);
     size_t tl;
 
-    if (zero == NULL || (size_t)(zero - p) + 1 + 13 != kv->mv_size ||
-        (tl = (size_t)(zero - p)) >= cap) {
+    if (!node_key_split(kv, &tl, base, level, start) || tl >= cap) {
         return false;
     }
-    memcpy(tenant, p, tl + 1);
-    *base = be32(zero + 1);
-    *level = zero[5];
-    *start = (int64_t)be64(zero + 6);
+    memcpy(tenant, kv->mv_data, tl);
+    tenant[tl] = '\0';
     return true;
 }
 

@@ -23,16 +23,10 @@
 /* Dirty keys are node keys: tenant 0 be32(base) u8(level) be64(window). */
 static bool dirty_key_parts(const MDB_val *kv, uint32_t *base, int *level, int64_t *window)
 {
-    const uint8_t *p = kv->mv_data;
-    const uint8_t *zero = memchr(p, 0, kv->mv_size);
+    size_t tenant_len;
 
-    if (zero == NULL || (size_t)(zero - p) + 1 + 13 != kv->mv_size) {
-        return false;
-    }
-    *base = be32(zero + 1);
-    *level = zero[5];
-    *window = (int64_t)be64(zero + 6);
-    return *level > 0 && *level < FC_STORE_LEVELS;
+    return node_key_split(kv, &tenant_len, base, level, window) && *level > 0 &&
+           *level < FC_STORE_LEVELS;
 }
 
 /*

@@ -270,6 +270,42 @@ static inline void node_key(struct key *k, const char *tenant, uint32_t base, in
 }
 
 /*
+ * Splits a node key (node_key's layout; dirty keys share it): the length of
+ * its tenant, its base, level and window. False when kv is not one.
+ */
+static inline bool node_key_split(const MDB_val *kv, size_t *tenant_len, uint32_t *base, int *level,
+                                  int64_t *window)
+{
+    const uint8_t *p = kv->mv_data;
+    const uint8_t *zero = memchr(p, 0, kv->mv_size);
+
+    if (zero == NULL || (size_t)(zero - p) + 1 + 13 != kv->mv_size) {
+        return false;
+    }
+    *tenant_len = (size_t)(zero - p);
+    *base = be32(zero + 1);
+    *level = zero[5];
+    *window = (int64_t)be64(zero + 6);
+    return true;
+}
+
+/* Splits a bundle key: tenant 0 be32(base) be64(100 s span start). False when kv is not one. */
+static inline bool bundle_key_split(const MDB_val *kv, size_t *tenant_len, uint32_t *base,
+                                    int64_t *span)
+{
+    const uint8_t *p = kv->mv_data;
+    const uint8_t *zero = memchr(p, 0, kv->mv_size);
+
+    if (zero == NULL || (size_t)(zero - p) + 13 != kv->mv_size) {
+        return false;
+    }
+    *tenant_len = (size_t)(zero - p);
+    *base = be32(zero + 1);
+    *span = (int64_t)be64(zero + 5);
+    return true;
+}
+
+/*
  * Whether window (base, level, start) is dirty: a profile went into one of
  * its finer windows since it was last rebuilt (store_flush.c), so its
  * stored tree (if any) is stale and readers take its children instead.
@@ -537,8 +573,8 @@ int fc_store_packed_whole(const uint8_t *entry, const struct packed *p, const ui
  * Appends the bundled form of value data (parsed as p): its header, marked
  * bundled, and the slice [off, off + len) of its span's bundle.
  */
-int fc_store_packed_stub(const uint8_t *data, const struct packed *p, uint64_t off, uint64_t len,
-                         struct fc_buf *out);
+int fc_store_packed_entry(const uint8_t *data, const struct packed *p, uint64_t off, uint64_t len,
+                          struct fc_buf *out);
 
 /* ---- bundles: the 10 s windows of a 100 s span in one frame (store_bundle.c) -------------- */
 

@@ -240,8 +240,8 @@ int fc_store_packed_whole(const uint8_t *entry, const struct packed *p, const ui
     return FC_OK;
 }
 
-int fc_store_packed_stub(const uint8_t *data, const struct packed *p, uint64_t off, uint64_t len,
-                         struct fc_buf *out)
+int fc_store_packed_entry(const uint8_t *data, const struct packed *p, uint64_t off, uint64_t len,
+                          struct fc_buf *out)
 {
     size_t hlen = (size_t)(p->frame - data) - 4;
     uint32_t flags = (uint32_t)hlen | PACKED_BUNDLED | (p->columns ? PACKED_COLUMNS : 0);

@@ -118,3 +118,21 @@ uint32_t fc_test_store_format(const char *path)
     mdb_env_close(env);
     return version;
 }
+
+int fc_test_tmpdir(char *dir, size_t size, const char *prefix)
+{
+    if ((size_t)snprintf(dir, size, "/tmp/%s-XXXXXX", prefix) >= size) {
+        return -1;
+    }
+    return mkdtemp(dir) == NULL ? -1 : 0;
+}
+
+int fc_test_rmdir(const char *dir)
+{
+    char cmd[512];
+
+    if ((size_t)snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir) >= sizeof(cmd)) {
+        return -1;
+    }
+    return system(cmd) == 0 ? 0 : -1;
+}

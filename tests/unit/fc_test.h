@@ -20,6 +20,11 @@ struct fc_node *fc_test_yaml(struct fc_arena *a, const char *text, struct fc_dia
 /* True when some diagnostic contains needle. */
 int fc_test_diag_has(const struct fc_diag *d, const char *needle);
 
+/* Makes a new directory /tmp/<prefix>-XXXXXX, its path into dir (size bytes); 0, else -1. */
+int fc_test_tmpdir(char *dir, size_t size, const char *prefix);
+/* Removes dir and all it holds; 0, else -1. */
+int fc_test_rmdir(const char *dir);
+
 struct fc_store;
 /* A store of its own in dir/name (sync: none); fails the test when it does not open. */
 struct fc_store *fc_test_store_open(const char *dir, const char *name);

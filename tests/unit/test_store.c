@@ -99,8 +99,7 @@ static int setup(void **state)
     struct fc_error err = {0};
 
     (void)state;
-    snprintf(dir, sizeof(dir), "/tmp/fc-store-XXXXXX");
-    if (mkdtemp(dir) == NULL) {
+    if (fc_test_tmpdir(dir, sizeof(dir), "fc-store") != 0) {
         return -1;
     }
     o.path = dir;
@@ -139,15 +138,12 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
-    char cmd[128];
-
     (void)state;
     for (int i = 0; i < N_PROFILES; i++) {
         fc_batch_unref(stored[i].b);
     }
     fc_store_close(store);
-    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-    return system(cmd) == 0 ? 0 : -1;
+    return fc_test_rmdir(dir);
 }
 
 /* folded line -> value, kept as a sorted text "stack value\n" list. */

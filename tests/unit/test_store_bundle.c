@@ -580,17 +580,13 @@ static void test_bundles_shrink_a_pod(void **state)
 static int setup(void **state)
 {
     (void)state;
-    snprintf(dir, sizeof(dir), "/tmp/fc-test-bundle-XXXXXX");
-    return mkdtemp(dir) == NULL ? -1 : 0;
+    return fc_test_tmpdir(dir, sizeof(dir), "fc-test-bundle");
 }
 
 static int teardown(void **state)
 {
-    char cmd[128];
-
     (void)state;
-    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-    return system(cmd) == 0 ? 0 : -1;
+    return fc_test_rmdir(dir);
 }
 
 int main(void)

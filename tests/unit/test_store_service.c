@@ -521,17 +521,13 @@ static void test_one_pod_among_many(void **state)
 static int setup(void **state)
 {
     (void)state;
-    snprintf(dir, sizeof(dir), "/tmp/flamecol-svcagg-XXXXXX");
-    return mkdtemp(dir) ? 0 : -1;
+    return fc_test_tmpdir(dir, sizeof(dir), "flamecol-svcagg");
 }
 
 static int teardown(void **state)
 {
-    char cmd[128];
-
     (void)state;
-    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-    return system(cmd) == 0 ? 0 : -1;
+    return fc_test_rmdir(dir);
 }
 
 int main(void)
