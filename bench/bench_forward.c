@@ -29,6 +29,11 @@
  *               CPU per request and fsyncs per second
  *               (flamecol_exporter_persistent_queue_fsyncs_total)
  *   all         both (default)
+ * The headline (memory mode): receive-only and the default forwarder (gzip,
+ * 4 connections) measured alternately, ROUNDS times, each round's ratio
+ * from two phases a few seconds apart: the machines are shared and their
+ * speed drifts over a run, so the median of the rounds is printed beside the
+ * single phases above it.
  * Targets (printed, not asserted): forwarding <= 1.5x the receive-only CPU
  * per request, >= 6,000 requests per forwarder CPU-second, peak RSS <= 30 MB.
  */
@@ -56,6 +61,7 @@
 
 #define MAX_CLIENTS 16
 #define WARMUP_S 1.0
+#define ROUNDS 3 /* the headline pair, alternated: receive-only then forward, this many times */
 
 struct collector {
     pid_t pid;
@@ -218,6 +224,50 @@ static double per_cpu(const struct phase_result *r)
     return r->cpu > 0 ? (double)r->requests / r->cpu : 0;
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof(*v), cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/*
+ * ROUNDS of receive-only (base) then the forwarder (fwd), at 4 connections:
+ * prints the median of each, and of the rounds' ratios.
+ */
+static void alternate(struct collector *base, struct collector *fwd, double seconds)
+{
+    double ratio[ROUNDS], base_cpu[ROUNDS], fwd_cpu[ROUNDS], lo, hi;
+    struct phase_result r;
+
+    for (int i = 0; i < ROUNDS; i++) {
+        r = phase(base, 4, seconds, false);
+        base_cpu[i] = per_cpu(&r);
+        r = phase(fwd, 4, seconds, true);
+        fwd_cpu[i] = per_cpu(&r);
+        ratio[i] = fwd_cpu[i] > 0 ? base_cpu[i] / fwd_cpu[i] : 0;
+    }
+    fwd->sent_before = bench_metric(fwd->metrics_port, "flamecol_exporter_sent_requests_total",
+                                    "exporter=\"otlp\"");
+    fwd->failed_before =
+        bench_metric(fwd->metrics_port, "flamecol_exporter_send_failed_profile_samples_total",
+                     "exporter=\"otlp\"");
+    lo = hi = ratio[0];
+    for (int i = 1; i < ROUNDS; i++) {
+        lo = ratio[i] < lo ? ratio[i] : lo;
+        hi = ratio[i] > hi ? ratio[i] : hi;
+    }
+    printf("alternating %d rounds (median): receive-only %.0f, forward gzip %.0f req per CPU-s | "
+           "CPU per request %.2fx the receive-only (rounds %.2f..%.2f)\n",
+           ROUNDS, median(base_cpu, ROUNDS), median(fwd_cpu, ROUNDS), median(ratio, ROUNDS), lo,
+           hi);
+}
+
 /* Prints a forwarder phase; sent and failed are counted since the previous call for c. */
 static void print_forward(const char *name, const struct phase_result *r, struct collector *c,
                           double baseline)
@@ -296,15 +346,14 @@ int main(int argc, char **argv)
         printf("receive-only peak RSS (VmHWM, after 4 then 8 connections): %.1f MB\n",
                (double)bench_peak_rss_kb(base.pid) / 1024);
     }
-    bench_stop_collector(base.pid);
 
     if (memory) {
         struct collector fwd = start_forwarder(argv[1], sink.grpc_port, "gzip", NULL);
         struct collector plain = start_forwarder(argv[1], sink.grpc_port, "none", NULL);
 
         warm_up(&fwd, 4, true);
-        fwd.sent_before = bench_metric(fwd.metrics_port, "flamecol_exporter_sent_requests_total",
-                                       "exporter=\"otlp\"");
+        alternate(&base, &fwd, seconds);
+        bench_stop_collector(base.pid);
         r = phase(&fwd, 4, seconds, true);
         print_forward("forward, memory queue, gzip, 4", &r, &fwd, baseline);
         warm_up(&plain, 4, true);
@@ -322,6 +371,8 @@ int main(int argc, char **argv)
         printf("forwarder peak RSS (VmHWM, after 4 then 8 connections): %.1f MB\n",
                (double)bench_peak_rss_kb(fwd.pid) / 1024);
         bench_stop_collector(fwd.pid);
+    } else {
+        bench_stop_collector(base.pid);
     }
     if (persistent) {
         char dir[] = "/tmp/flamecol-bench-queue-XXXXXX";

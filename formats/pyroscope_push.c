@@ -15,8 +15,8 @@
 #include <sys/random.h>
 #include <time.h>
 
-/* zlib's default, what the SDKs' gzip writers use. */
-#define RAW_PROFILE_GZIP_LEVEL 6
+/* The exporters' gzip (formats/gzip.h): a forwarder's cost is mostly compressing. */
+#define RAW_PROFILE_GZIP_LEVEL FC_GZIP_FASTEST
 
 bool fc_pyro_push_label_kept(const char *name)
 {

@@ -110,7 +110,7 @@ int fc_otlp_exp_protobuf_item(const struct fc_batch *b, bool gzip, struct fc_sen
     fc_buf_init(&packed, 0);
     rc = fc_otlp_exp_protobuf(b, &raw, &body, &len, &profiles, err);
     if (rc == FC_OK && gzip) {
-        rc = fc_gzip(body, len, 1, &packed, err);
+        rc = fc_gzip(body, len, FC_GZIP_FASTEST, &packed, err);
         body = packed.data;
         len = packed.len;
     }

@@ -2,7 +2,7 @@
  * otlp exporter (the Collector's otlp, alias otlp_grpc): calls
  * ProfilesService/Export on gRPC core. One channel per exporter, a
  * completion queue per consumer thread (grpc_client.h). The queue holds the
- * encoded protobuf, gzipped (level 1, libdeflate) when compression is gzip,
+ * encoded protobuf, gzipped (ISA-L's igzip, FC_GZIP_FASTEST) when compression is gzip,
  * the Collector's default: we compress once at enqueue, which is cheaper
  * than gRPC's zlib, keeps the persistent queue small, and gRPC sends the
  * bytes as they are. Statuses are classified by fc_grpc_result (client.h), with

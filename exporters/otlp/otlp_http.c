@@ -234,7 +234,7 @@ static int otlphttp_export(struct fc_exporter *self, struct fc_batch *b, struct 
         rc = fc_otlp_exp_protobuf(b, &raw, &body, &len, &profiles, err);
     }
     if (rc == FC_OK && cfg->compression == COMP_GZIP) {
-        rc = fc_gzip(body, len, 1, &packed, err);
+        rc = fc_gzip(body, len, FC_GZIP_FASTEST, &packed, err);
         body = packed.data;
         len = packed.len;
     } else if (rc == FC_OK && cfg->compression == COMP_ZSTD) {
