@@ -115,6 +115,18 @@ static bool marker_of(const MDB_val *v, int *slot, int64_t *span)
     return *slot < FC_STORE_BUNDLE_SLOTS && *span >= 0 && *span % fc_store_level_secs[1] == 0;
 }
 
+bool fc_store_marker_fits(const MDB_val *v, int level, int64_t start)
+{
+    int slot;
+    int64_t span;
+
+    if (!fc_store_bundled_marker(v)) {
+        return true;
+    }
+    return level <= 1 && marker_of(v, &slot, &span) && slot == slot_of(level, start) &&
+           span == span_of(start);
+}
+
 /* The index of c (decompressed): where each slot's entry is. */
 static bool parse_index(struct bundle_cache *c)
 {
@@ -458,14 +470,10 @@ static bool gather(struct fc_store *s, MDB_txn *txn, const char *tenant, uint32_
     uint8_t *owned = NULL;
     size_t size = 0, off = content->len;
     bool ok;
-    int slot;
-    int64_t at;
 
     node_key(&k, tenant, base, level, start);
     kv = val(k.b, k.n);
-    if (mdb_get(txn, s->db[DB_NODE], &kv, &v) != 0 ||
-        (fc_store_bundled_marker(&v) &&
-         (!marker_of(&v, &slot, &at) || slot != slot_of(level, start) || at != span_of(start))) ||
+    if (mdb_get(txn, s->db[DB_NODE], &kv, &v) != 0 || !fc_store_marker_fits(&v, level, start) ||
         !fc_store_window_parse(s, txn, tenant, base, &v, &(struct bundle_caches){old, 1}, &p)) {
         return false; /* missing, corrupt, or a marker for another window */
     }
@@ -585,13 +593,12 @@ static int release_parent(struct fc_store *s, MDB_txn *txn, const char *tenant, 
     struct fc_buf whole;
     const uint8_t *raw;
     size_t size = 0;
-    int slot, rc = 0;
-    int64_t at;
+    int rc = 0;
 
     node_key(&k, tenant, base, 1, span);
     kv = val(k.b, k.n);
     if (mdb_get(txn, s->db[DB_NODE], &kv, &v) != 0 || !fc_store_bundled_marker(&v) ||
-        !marker_of(&v, &slot, &at) || slot != FC_STORE_PARENT_SLOT || at != span) {
+        !fc_store_marker_fits(&v, 1, span)) {
         return 0; /* not bundled */
     }
     if (!fc_store_window_parse(s, txn, tenant, base, &v, &(struct bundle_caches){c, 1}, &p)) {

@@ -635,6 +635,12 @@ int fc_store_bundle_release_parents(struct fc_store *s, int64_t cutoff_s, struct
 /* Whether v is a bundled window's marker. */
 bool fc_store_bundled_marker(const MDB_val *v);
 /*
+ * False when v, stored at window (level, start), is a marker that names
+ * another window (another slot or span, or a level bundles never hold):
+ * damage that would answer with a neighbour's data. True for any other value.
+ */
+bool fc_store_marker_fits(const MDB_val *v, int level, int64_t start);
+/*
  * Parses the header of a window of (tenant, base) whose stored value is v:
  * the value itself, or a bundled window's entry in its span's bundle,
  * loaded into one of caches (p points into it: valid until that cache loads

@@ -338,6 +338,10 @@ int fc_store_node_get(struct fc_store *s, MDB_txn *txn, const char *tenant, uint
             return rc;
         }
         if (!fc_store_link_of(v, &child)) {
+            if (!fc_store_marker_fits(v, level, start)) {
+                atomic_fetch_add(&s->corrupt, 1); /* another window's marker */
+                return MDB_NOTFOUND;
+            }
             return 0;
         }
         if (level < 2 || child < start || child >= start + fc_store_level_secs[level]) {

@@ -567,9 +567,13 @@ static int timeline_scan(struct reader *r, const struct base_group *group, int l
         if (w < lo || window_dirty(r->s, r->txn, r->tenant, group->base, level, w)) {
             continue; /* a dirty window: its children below */
         }
-        if (fc_store_link_of(&v, &child) &&
-            fc_store_node_get(r->s, r->txn, r->tenant, group->base, level, w, &v) != 0) {
-            continue; /* a link whose child is gone: nothing there */
+        if (fc_store_link_of(&v, &child)) {
+            if (fc_store_node_get(r->s, r->txn, r->tenant, group->base, level, w, &v) != 0) {
+                continue; /* a link whose child is gone: nothing there */
+            }
+        } else if (!fc_store_marker_fits(&v, level, w)) {
+            atomic_fetch_add(&r->s->corrupt, 1); /* another window's marker */
+            continue;
         }
         if (!fc_store_window_parse(r->s, r->txn, r->tenant, group->base, &v, &r->bundles, &p)) {
             atomic_fetch_add(&r->s->corrupt, 1);

@@ -254,7 +254,8 @@ int fc_store_merge_window(struct writer *w, uint32_t base, int level, int64_t st
     node_key(&k, w->tenant, base, level, start);
     kv = val(k.b, k.n);
     if (mdb_get(w->txn, w->s->db[DB_NODE], &kv, &v) == 0 &&
-        !fc_store_window_decode(w->s, w->txn, w->tenant, base, &v, NULL, NULL, NULL, &ps)) {
+        (!fc_store_marker_fits(&v, level, start) ||
+         !fc_store_window_decode(w->s, w->txn, w->tenant, base, &v, NULL, NULL, NULL, &ps))) {
         /* A window we cannot read is replaced rather than poisoning every later write. */
         fc_store_parts_release(&ps);
     }

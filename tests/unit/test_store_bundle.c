@@ -525,6 +525,93 @@ static void test_damaged_bundle_is_skipped(void **state)
 }
 
 /*
+ * Points the markers of the level-0 windows at BASE + 20 (p0's and p1's) at
+ * slot 3 of their span (the window at BASE + 30), as damage would: a marker
+ * is le32 0x20000000, u8 slot, be64 span.
+ */
+static void repoint_markers(const char *name)
+{
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi db;
+    MDB_cursor *c;
+    MDB_val k, v;
+    size_t n = 0;
+
+    assert_true(lmdb_open(name, "node", 0, &env, &txn, &db));
+    assert_int_equal(mdb_cursor_open(txn, db, &c), 0);
+    for (int g = mdb_cursor_get(c, &k, &v, MDB_FIRST); g == 0;
+         g = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+        const uint8_t *kb = k.mv_data;
+        uint64_t start = 0;
+        uint8_t marker[13];
+        for (int i = 0; i < 8; i++) {
+            start = start << 8 | kb[k.mv_size - 8 + i];
+        }
+        if (kb[k.mv_size - 9] != 0 || start != (uint64_t)BASE + 20) {
+            continue;
+        }
+        assert_int_equal(v.mv_size, sizeof(marker));
+        memcpy(marker, v.mv_data, sizeof(marker));
+        assert_int_equal(marker[4], 2); /* bundled: slot 2 of span BASE */
+        marker[4] = 3;
+        v = (MDB_val){sizeof(marker), marker};
+        assert_int_equal(mdb_cursor_put(c, &k, &v, MDB_CURRENT), 0);
+        n++;
+    }
+    mdb_cursor_close(c);
+    assert_int_equal(n, 2);
+    assert_int_equal(mdb_txn_commit(txn), 0);
+    mdb_env_close(env);
+}
+
+/*
+ * A marker that names another window of its span (damage) is skipped and
+ * counted: never answered with the neighbour's data, by a flame graph, a
+ * timeline or a write that merges into the window (which replaces it).
+ */
+static void test_marker_of_another_window_is_skipped(void **state)
+{
+    struct fc_store *s = written("repointed");
+    struct fc_selector sel;
+    struct fc_store_query q = {0};
+    struct fc_error err = {0};
+    int64_t buckets[10];
+    uint64_t n = 0;
+
+    (void)state;
+    assert_int_equal(fc_store_bundle_before(s, BASE + 1200, 0, &n, &err), FC_OK);
+    fc_store_close(s);
+    repoint_markers("repointed");
+    s = fc_test_store_open(dir, "repointed");
+    assert_int_equal(total(s, CPU "{pod=\"p0\"}", BASE + 20, BASE + 30), 0);
+    assert_int_equal(total(s, CPU "{pod=~\"p.\"}", BASE + 20, BASE + 30), 0);
+    assert_true(fc_store_corrupt_windows(s) > 0);
+    /* Its neighbours and the 100 s window above it answer as before. */
+    assert_int_equal(total(s, CPU "{pod=\"p0\"}", BASE + 30, BASE + 40),
+                     want_p0(BASE + 30, BASE + 40));
+    assert_int_equal(total(s, CPU "{pod=\"p0\"}", BASE, BASE + 100), want_p0(BASE, BASE + 100));
+    /* The 10 s timeline: the damaged bucket is empty, the others by hand. */
+    assert_int_equal(fc_selector_parse(CPU "{pod=\"p0\"}", &sel, &err), FC_OK);
+    q.tenant = "anonymous";
+    q.selector = &sel;
+    q.from_ns = BASE * 1000000000LL;
+    q.until_ns = (BASE + 100) * 1000000000LL;
+    assert_int_equal(fc_store_timeline(s, &q, 10000000000LL, buckets, 10, &err), FC_OK);
+    for (int i = 0; i < 10; i++) {
+        assert_int_equal(buckets[i], i == 2 ? 0 : 1000 + i);
+    }
+    fc_selector_release(&sel);
+    /* A late profile into it: the window is rebuilt from that profile alone. */
+    write1(s, profile("p0", BASE + 25, "work", 7));
+    assert_int_equal(fc_store_flush(s, &err), FC_OK);
+    assert_int_equal(total(s, CPU "{pod=\"p0\"}", BASE + 20, BASE + 30), 7);
+    assert_int_equal(total(s, CPU "{pod=\"p0\"}", BASE + 30, BASE + 40),
+                     want_p0(BASE + 30, BASE + 40));
+    fc_store_close(s);
+}
+
+/*
  * A pod of real profiles (the corpus' three Go CPU profiles in turn, every
  * 10 s for an hour): bundling keeps every answer and takes fewer pages.
  */
@@ -599,6 +686,7 @@ int main(void)
         cmocka_unit_test(test_pass_in_steps),
         cmocka_unit_test(test_retention_and_compaction_delete_bundles),
         cmocka_unit_test(test_damaged_bundle_is_skipped),
+        cmocka_unit_test(test_marker_of_another_window_is_skipped),
         cmocka_unit_test(test_window_off_the_grid_left_alone),
         cmocka_unit_test(test_bundles_shrink_a_pod),
     };
