@@ -149,6 +149,9 @@ int fc_store_open(const struct fc_store_options *o, struct fc_store **out, struc
     s->path = fc_xstrdup(o->path);
     s->max_size = o->max_size > 0 ? o->max_size : 0;
     s->flush_ns = o->flush_interval_ns > 0 ? o->flush_interval_ns : FC_STORE_FLUSH_NS;
+    s->bundle_cache_max = o->bundle_cache_max_bytes == 0  ? FC_STORE_BUNDLE_CACHE_BYTES
+                          : o->bundle_cache_max_bytes < 0 ? 0
+                                                          : o->bundle_cache_max_bytes;
     fc_store_ids_init(&s->ids, o->id_cache_max_bytes == 0  ? FC_STORE_ID_CACHE_BYTES
                                : o->id_cache_max_bytes < 0 ? 0
                                                            : o->id_cache_max_bytes);
@@ -315,6 +318,16 @@ int64_t fc_store_id_cache_bytes(struct fc_store *s)
 int64_t fc_store_id_cache_max_bytes(struct fc_store *s)
 {
     return s->ids.max_bytes;
+}
+
+int64_t fc_store_bundle_cache_bytes(struct fc_store *s)
+{
+    return atomic_load(&s->bundle_cache_bytes);
+}
+
+int64_t fc_store_bundle_cache_max_bytes(struct fc_store *s)
+{
+    return s->bundle_cache_max;
 }
 
 void fc_store_id_cache_lookups(struct fc_store *s, uint64_t *hits, uint64_t *misses,

@@ -65,9 +65,17 @@ struct fc_store_options {
      * LMDB lookup); 0 = FC_STORE_ID_CACHE_BYTES, < 0 = none.
      */
     int64_t id_cache_max_bytes;
+    /*
+     * Bytes of bundles (their indexes and decompressed contents) that reads
+     * keep loaded, all reads together; past it a read empties its own before
+     * it loads more. 0 = FC_STORE_BUNDLE_CACHE_BYTES, < 0 = none (a read
+     * keeps only the bundle it is reading).
+     */
+    int64_t bundle_cache_max_bytes;
 };
 
 #define FC_STORE_ID_CACHE_BYTES (4LL << 20)
+#define FC_STORE_BUNDLE_CACHE_BYTES (16LL << 20)
 
 #define FC_STORE_OPEN_MAX_BYTES (16LL << 20)
 
@@ -257,6 +265,9 @@ int64_t fc_store_open_max_bytes(struct fc_store *s);
  */
 int64_t fc_store_id_cache_bytes(struct fc_store *s);
 int64_t fc_store_id_cache_max_bytes(struct fc_store *s);
+/* What reads' bundle caches hold now, and their cap (bundle_cache_max_bytes). */
+int64_t fc_store_bundle_cache_bytes(struct fc_store *s);
+int64_t fc_store_bundle_cache_max_bytes(struct fc_store *s);
 void fc_store_id_cache_lookups(struct fc_store *s, uint64_t *hits, uint64_t *misses,
                                uint64_t *emptied);
 /* Bytes of the write-ahead log (emptied by every flush). */

@@ -291,6 +291,57 @@ bool fc_store_bundle_slot_decode(struct bundle_cache *c, int slot,
     return ok;
 }
 
+/* The bytes c holds: its index and its decompressed contents. */
+static int64_t slot_bytes(const struct bundle_cache *c)
+{
+    return (int64_t)(c->index != NULL ? c->index_len : 0) + (int64_t)(c->raw != NULL ? c->size : 0);
+}
+
+/*
+ * caches now hold delta bytes more (or fewer). Past the store's cap (every
+ * reader's caches together), a reader empties its own but keep (which the
+ * caller is reading from): a reader then holds about one bundle, so the sum
+ * stays near the cap however many read at once.
+ */
+static void caches_count(struct bundle_caches *caches, int64_t delta, struct bundle_cache *keep)
+{
+    struct fc_store *s = caches->owner;
+    int64_t freed = 0;
+
+    if (s == NULL) {
+        return;
+    }
+    caches->held += delta;
+    if (atomic_fetch_add(&s->bundle_cache_bytes, delta) + delta <= s->bundle_cache_max) {
+        return;
+    }
+    for (size_t i = 0; caches->v != NULL && i < caches->n; i++) {
+        struct bundle_cache *c = &caches->v[i];
+        if (c != keep && c->tenant != NULL) {
+            freed += slot_bytes(c);
+            fc_store_bundle_cache_release(c);
+        }
+    }
+    if (caches->contents != keep) {
+        caches->contents = NULL;
+    }
+    caches->held -= freed;
+    atomic_fetch_sub(&s->bundle_cache_bytes, freed);
+}
+
+void fc_store_bundle_caches_release(struct bundle_caches *caches)
+{
+    for (size_t i = 0; caches->v != NULL && i < caches->n; i++) {
+        fc_store_bundle_cache_release(&caches->v[i]);
+    }
+    free(caches->v);
+    if (caches->owner != NULL) {
+        atomic_fetch_sub(&caches->owner->bundle_cache_bytes, caches->held);
+    }
+    caches->v = caches->contents = NULL;
+    caches->held = 0;
+}
+
 /* Where caches keeps bundle (base, span). */
 static struct bundle_cache *pick(struct bundle_caches *caches, uint32_t base, int64_t span)
 {
@@ -298,6 +349,7 @@ static struct bundle_cache *pick(struct bundle_caches *caches, uint32_t base, in
 
     if (caches->v == NULL) {
         caches->v = fc_xcalloc(caches->n, sizeof(*caches->v));
+        caches_count(caches, (int64_t)(caches->n * sizeof(*caches->v)), NULL);
     }
     return &caches->v[(h ^ (h >> 29)) % caches->n];
 }
@@ -307,7 +359,8 @@ bool fc_store_window_parse(struct fc_store *s, MDB_txn *txn, const char *tenant,
 {
     struct bundle_cache *cache;
     int slot;
-    int64_t span;
+    int64_t span, before;
+    bool ok;
 
     if (!fc_store_bundled_marker(v)) {
         if (!fc_store_packed_parse(v->mv_data, v->mv_size, p)) {
@@ -323,7 +376,10 @@ bool fc_store_window_parse(struct fc_store *s, MDB_txn *txn, const char *tenant,
         return false;
     }
     cache = pick(caches, base, span);
-    return bundle_load(s, txn, tenant, base, span, cache) && slot_parse(cache, slot, p);
+    before = slot_bytes(cache);
+    ok = bundle_load(s, txn, tenant, base, span, cache) && slot_parse(cache, slot, p);
+    caches_count(caches, slot_bytes(cache) - before, cache);
+    return ok;
 }
 
 bool fc_store_window_decode(struct fc_store *s, MDB_txn *txn, const char *tenant, uint32_t base,
@@ -333,7 +389,7 @@ bool fc_store_window_decode(struct fc_store *s, MDB_txn *txn, const char *tenant
     struct bundle_cache local = {0};
     struct bundle_cache *c;
     int slot;
-    int64_t span;
+    int64_t span, before;
     bool ok;
 
     if (!fc_store_bundled_marker(v)) {
@@ -343,15 +399,21 @@ bool fc_store_window_decode(struct fc_store *s, MDB_txn *txn, const char *tenant
         return false;
     }
     c = caches != NULL ? pick(caches, base, span) : &local;
+    before = slot_bytes(c);
     ok = bundle_load(s, txn, tenant, base, span, c) &&
          fc_store_bundle_slot_decode(c, slot, want, ctx, ps);
+    if (caches != NULL) {
+        caches_count(caches, slot_bytes(c) - before, c);
+    }
     if (caches != NULL && c->raw != NULL && caches->contents != c) {
         /* The indexes stay; one bundle's contents at a time (up to ~100 KB each). */
         if (caches->contents != NULL) {
+            int64_t gone = slot_bytes(caches->contents);
             free(caches->contents->raw);
             caches->contents->raw = NULL;
             caches->contents->size = 0;
             caches->contents->whole = false;
+            caches_count(caches, slot_bytes(caches->contents) - gone, c);
         }
         caches->contents = c;
     }

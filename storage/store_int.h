@@ -145,13 +145,15 @@ struct fc_store {
     MDB_env *env;
     MDB_dbi db[N_DBS];
     char *path;
-    int lock_fd;                    /* flock()ed: one process per directory */
-    int64_t max_size;               /* 0 = none; the map is larger (headroom for deletes) */
-    _Atomic int64_t used;           /* bytes of pages in use, as of the last commit */
-    _Atomic uint64_t corrupt;       /* windows (or posting chunks) skipped: did not decode */
-    _Atomic int64_t coarse_before;  /* 10 s windows before this were compacted away */
-    _Atomic int64_t bundled_before; /* spans before this were bundled since the open */
-    struct bundle_pass bundling;    /* fc_store_bundle_before's, between calls (its caller's) */
+    int lock_fd;                        /* flock()ed: one process per directory */
+    int64_t max_size;                   /* 0 = none; the map is larger (headroom for deletes) */
+    _Atomic int64_t used;               /* bytes of pages in use, as of the last commit */
+    _Atomic uint64_t corrupt;           /* windows (or posting chunks) skipped: did not decode */
+    _Atomic int64_t coarse_before;      /* 10 s windows before this were compacted away */
+    _Atomic int64_t bundled_before;     /* spans before this were bundled since the open */
+    _Atomic int64_t bundle_cache_bytes; /* what reads' bundle caches hold (store_bundle.c) */
+    int64_t bundle_cache_max;           /* bundle_cache_max_bytes; 0: none */
+    struct bundle_pass bundling;        /* fc_store_bundle_before's, between calls (its caller's) */
     _Atomic uint64_t failures[FC_STORE_FAILURE_KINDS]; /* refused writes, by kind */
     _Atomic int64_t last_flush_ns; /* monotonic time of the last fc_store_flush */
     int64_t flush_ns;              /* flush_interval_ns */
@@ -612,7 +614,15 @@ struct bundle_caches {
     struct bundle_cache *v; /* n of them; NULL: allocated on first use (owned) */
     size_t n;
     struct bundle_cache *contents; /* the one of v whose contents are kept decompressed */
+    /*
+     * A reader's caches count what they hold (held) in owner's
+     * bundle_cache_bytes, and empty themselves past its cap; NULL: not counted.
+     */
+    struct fc_store *owner;
+    int64_t held;
 };
+/* Releases every bundle of caches and v itself (a reader's, at its end). */
+void fc_store_bundle_caches_release(struct bundle_caches *caches);
 /* A reader's: a day of 100 s spans of one base (index only: about 1-3 KB each). */
 #define FC_STORE_READER_BUNDLES 1024
 /* Parses a bundle value (len bytes, which c then points into); false when corrupt. */

@@ -383,9 +383,8 @@ static int begin_read(struct fc_store *s, struct reader *r, const char *tenant,
 
     pthread_rwlock_rdlock(&s->open.lock);
     rc = mdb_txn_begin(s->env, NULL, MDB_RDONLY, &r->txn);
-    r->bundles.v = NULL; /* allocated by the first bundled window read */
-    r->bundles.contents = NULL;
-    r->bundles.n = FC_STORE_READER_BUNDLES;
+    /* Slots allocated by the first bundled window read. */
+    r->bundles = (struct bundle_caches){NULL, FC_STORE_READER_BUNDLES, NULL, s, 0};
     r->s = s;
     r->tenant = tenant;
     r->err = err;
@@ -399,10 +398,7 @@ static int begin_read(struct fc_store *s, struct reader *r, const char *tenant,
 static void end_read(struct reader *r)
 {
     mdb_txn_abort(r->txn);
-    for (size_t i = 0; r->bundles.v != NULL && i < r->bundles.n; i++) {
-        fc_store_bundle_cache_release(&r->bundles.v[i]);
-    }
-    free(r->bundles.v);
+    fc_store_bundle_caches_release(&r->bundles);
     pthread_rwlock_unlock(&r->s->open.lock);
 }
 

@@ -63,6 +63,10 @@ static const struct fc_field store_fields[] = {
     {"id_cache_max_size", FC_FIELD_SIZE, "4MiB", OFF(id_cache_max_size),
      "memory of the cache of ids (symbols, series) writes find without a database lookup; "
      "full, it is emptied and refills (0 = no cache)"},
+    {"bundle_cache_max_size", FC_FIELD_SIZE, "16MiB", OFF(bundle_cache_max_size),
+     "memory of the bundles (see bundle_after) that queries keep loaded, all queries "
+     "together; past it a query empties its own before loading more (0 = a query keeps only "
+     "the bundle it is reading)"},
     {"sync", FC_FIELD_ENUM, "batch", OFF(sync),
      "`batch`: requests arriving together share one fsync before any is acknowledged; "
      "`always`: one fsync per request; `none`: left to the OS (unsafe on power loss)",
@@ -82,6 +86,9 @@ static int store_create(struct fc_exporter *self, struct fc_error *err)
         return fc_errorf(err, FC_ECONFIG,
                          "retention, fine_retention and bundle_after must be >= 0 and "
                          "retention_interval > 0");
+    }
+    if (cfg->bundle_cache_max_size < 0) {
+        return fc_errorf(err, FC_ECONFIG, "bundle_cache_max_size must be >= 0");
     }
     if (cfg->id_cache_max_size < 0) {
         return fc_errorf(err, FC_ECONFIG, "id_cache_max_size must be >= 0");
@@ -138,6 +145,12 @@ static int store_create(struct fc_exporter *self, struct fc_error *err)
                                          "Memory of the id cache (symbols, series) of writes.");
     x->id_cache_max_bytes = fc_metrics_gauge("flamecol_store_id_cache_max_bytes", labels,
                                              "id_cache_max_size: full there, it is emptied.");
+    x->bundle_cache_bytes =
+        fc_metrics_gauge("flamecol_store_bundle_cache_bytes", labels,
+                         "Memory of the bundles queries hold loaded now (indexes, contents).");
+    x->bundle_cache_max_bytes =
+        fc_metrics_gauge("flamecol_store_bundle_cache_max_bytes", labels,
+                         "bundle_cache_max_size: past it a query empties its own bundles.");
     {
         char l[300];
         snprintf(l, sizeof(l), "%s,result=\"hit\"", labels);
@@ -183,6 +196,8 @@ static void store_gauges(struct store_exporter *x)
         fc_metric_set(x->id_cache_misses, (int64_t)misses);
         fc_metric_set(x->id_cache_bytes, fc_store_id_cache_bytes(x->store));
         fc_metric_set(x->id_cache_max_bytes, fc_store_id_cache_max_bytes(x->store));
+        fc_metric_set(x->bundle_cache_bytes, fc_store_bundle_cache_bytes(x->store));
+        fc_metric_set(x->bundle_cache_max_bytes, fc_store_bundle_cache_max_bytes(x->store));
     }
 }
 
@@ -414,6 +429,8 @@ static int store_start(struct fc_exporter *self, struct fc_host *host, struct fc
 
     /* 0 in the config is no cache; for the library 0 is its default and < 0 none. */
     o.id_cache_max_bytes = x->cfg->id_cache_max_size > 0 ? x->cfg->id_cache_max_size : -1;
+    o.bundle_cache_max_bytes =
+        x->cfg->bundle_cache_max_size > 0 ? x->cfg->bundle_cache_max_size : -1;
     struct fc_http_server *srv;
     struct fc_auth *auth = NULL;
 

@@ -22,6 +22,7 @@
 #include "core/batch.h"
 #include "formats/pprof.h"
 #include "storage/store.h"
+#include "storage/store_int.h" /* a reader's bundle caches (test_reader_bundle_caches) */
 #include "tests/unit/fc_test.h"
 
 #define BASE 1700000000LL /* seconds, a multiple of 100 */
@@ -611,6 +612,89 @@ static void test_marker_of_another_window_is_skipped(void **state)
     fc_store_close(s);
 }
 
+/* Slots of caches holding a bundle. */
+static size_t loaded(const struct bundle_caches *caches)
+{
+    size_t n = 0;
+
+    for (size_t i = 0; caches->v != NULL && i < caches->n; i++) {
+        n += caches->v[i].tenant != NULL;
+    }
+    return n;
+}
+
+/*
+ * What a reader's bundle caches hold is counted in the store's total, and
+ * the cap (bundle_cache_max_bytes) bounds it: with none, a reader keeps one
+ * bundle at a time; with the default, every bundle it read (24 here: 12
+ * spans of two pods). Every 10 s window decodes to its total by hand either
+ * way, and the count returns to 0 when the reader ends.
+ */
+static void test_reader_bundle_caches(void **state)
+{
+    (void)state;
+    for (int none = 0; none < 2; none++) {
+        char sub[256];
+        struct fc_store_options o = {0};
+        struct fc_store *s;
+        struct fc_error err = {0};
+        uint64_t n = 0;
+        MDB_txn *txn;
+        MDB_cursor *c;
+        MDB_val k, v;
+        struct bundle_caches caches = {NULL, FC_STORE_READER_BUNDLES, NULL, NULL, 0};
+        int64_t sum = 0;
+        size_t most = 0;
+
+        snprintf(sub, sizeof(sub), "%s/caches%d", dir, none);
+        o.path = sub;
+        o.sync = FC_SYNC_NONE;
+        o.bundle_cache_max_bytes = none ? -1 : 0;
+        assert_int_equal(fc_store_open(&o, &s, &err), FC_OK);
+        assert_int_equal(fc_store_bundle_cache_max_bytes(s),
+                         none ? 0 : FC_STORE_BUNDLE_CACHE_BYTES);
+        write_all(s);
+        assert_int_equal(fc_store_bundle_before(s, BASE + 1200, 0, &n, &err), FC_OK);
+        assert_int_equal(n, 12 * 17);
+        caches.owner = s;
+        assert_int_equal(mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn), 0);
+        assert_int_equal(mdb_cursor_open(txn, s->db[DB_NODE], &c), 0);
+        for (int g = mdb_cursor_get(c, &k, &v, MDB_FIRST); g == 0;
+             g = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+            size_t tenant_len = 0;
+            uint32_t base = 0;
+            int level = -1;
+            int64_t start = 0;
+            struct parts ps = {0};
+            assert_true(node_key_split(&k, &tenant_len, &base, &level, &start));
+            if (level != 0) {
+                continue;
+            }
+            assert_true(fc_store_bundled_marker(&v));
+            assert_true(
+                fc_store_window_decode(s, txn, "anonymous", base, &v, &caches, NULL, NULL, &ps));
+            for (uint32_t i = 0; i < ps.n; i++) {
+                sum += fc_tree_total(&ps.v[i].tree);
+            }
+            fc_store_parts_release(&ps);
+            assert_int_equal(caches.held, fc_store_bundle_cache_bytes(s));
+            most = loaded(&caches) > most ? loaded(&caches) : most;
+        }
+        mdb_cursor_close(c);
+        mdb_txn_abort(txn);
+        assert_int_equal(sum, want_p0(BASE, BASE + 1200) + want_p1(BASE, BASE + 1200));
+        assert_int_equal(most, none ? 1 : 24);
+        fc_store_bundle_caches_release(&caches);
+        assert_int_equal(fc_store_bundle_cache_bytes(s), 0);
+        /* And through the query API, whose readers count the same way. */
+        assert_answers(s, 0, 0);
+        assert_timeline(s);
+        assert_int_equal(fc_store_bundle_cache_bytes(s), 0);
+        assert_int_equal(fc_store_corrupt_windows(s), 0);
+        fc_store_close(s);
+    }
+}
+
 /*
  * A pod of real profiles (the corpus' three Go CPU profiles in turn, every
  * 10 s for an hour): bundling keeps every answer and takes fewer pages.
@@ -687,6 +771,7 @@ int main(void)
         cmocka_unit_test(test_retention_and_compaction_delete_bundles),
         cmocka_unit_test(test_damaged_bundle_is_skipped),
         cmocka_unit_test(test_marker_of_another_window_is_skipped),
+        cmocka_unit_test(test_reader_bundle_caches),
         cmocka_unit_test(test_window_off_the_grid_left_alone),
         cmocka_unit_test(test_bundles_shrink_a_pod),
     };
