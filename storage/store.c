@@ -24,9 +24,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-const char *const fc_store_db_names[N_DBS] = {"sym",   "symid", "series", "sid",   "ln",
-                                              "lv",    "post",  "node",   "meta",  "span",
-                                              "trace", "base",  "sbase",  "dirty", "bundle"};
+const char *const fc_store_db_names[N_DBS] = {"sym",   "symid", "series", "sid",  "ln",    "lv",
+                                              "post",  "node",  "meta",   "span", "trace", "base",
+                                              "sbase", "dirty", "bundle", "bid"};
 
 /*
  * The on-disk format; a store written by another format is refused, never
@@ -41,17 +41,21 @@ const char *const fc_store_db_names[N_DBS] = {"sym",   "symid", "series", "sid",
  * which is only marked. Format 8 writes postings in chunks of ids
  * (store_write.c posting_add) and still reads format 7's one id per key,
  * which is only marked. Format 9 bundles past 10 s windows (store_bundle.c)
- * and reads format 8's windows as they are, which is only marked. Every
- * upgrade ends marked 9, which older builds refuse rather than losing the
- * log or misreading a link, a column, a chunk or a bundled window.
+ * and reads format 8's windows as they are, which is only marked. Format 10
+ * stores a new series' labels as its base's (`bid`) and the rest
+ * (store_series.c), and reads format 9's whole labels, which is only marked.
+ * Every upgrade ends marked 10, which older builds refuse rather than
+ * losing the log or misreading a link, a column, a chunk, a bundled window
+ * or a split series.
  */
-#define FORMAT_VERSION 9
+#define FORMAT_VERSION 10
 #define FORMAT_NAMES_ONLY 3
 #define FORMAT_NO_SERVICES 4 /* format 5 adds the service aggregates (store_service.c) */
 #define FORMAT_NO_LOG 5      /* format 6 adds the write-ahead log and links */
 #define FORMAT_INTERLEAVED 6 /* format 7 writes packed windows' trees in columns */
 #define FORMAT_ONE_POSTING 7 /* format 8 writes postings in chunks of ids */
 #define FORMAT_UNBUNDLED 8   /* format 9 bundles past 10 s windows */
+#define FORMAT_WHOLE_SIDS 9  /* format 10 splits series labels from their base's */
 static const char format_key[] = "\0format";
 const char fc_store_coarse_key[15] = "\0coarse_before";
 _Thread_local int fc_store_last_lmdb_rc;
@@ -211,7 +215,8 @@ int fc_store_open(const struct fc_store_options *o, struct fc_store **out, struc
                    (memcmp(v.mv_data, &(uint32_t){FORMAT_NO_LOG}, 4) == 0 ||
                     memcmp(v.mv_data, &(uint32_t){FORMAT_INTERLEAVED}, 4) == 0 ||
                     memcmp(v.mv_data, &(uint32_t){FORMAT_ONE_POSTING}, 4) == 0 ||
-                    memcmp(v.mv_data, &(uint32_t){FORMAT_UNBUNDLED}, 4) == 0)) {
+                    memcmp(v.mv_data, &(uint32_t){FORMAT_UNBUNDLED}, 4) == 0 ||
+                    memcmp(v.mv_data, &(uint32_t){FORMAT_WHOLE_SIDS}, 4) == 0)) {
             rc = upgrade(s, txn, &kv, false, err);
         } else if (rc == 0 && (v.mv_size != 4 || memcmp(v.mv_data, &version, 4) != 0)) {
             uint32_t found = 0;

@@ -37,6 +37,7 @@ enum {
     DB_SBASE,
     DB_DIRTY,
     DB_BUNDLE,
+    DB_BID,
     N_DBS
 };
 
@@ -669,6 +670,45 @@ bool fc_store_window_parse(struct fc_store *s, MDB_txn *txn, const char *tenant,
 bool fc_store_window_decode(struct fc_store *s, MDB_txn *txn, const char *tenant, uint32_t base,
                             const MDB_val *v, struct bundle_caches *caches,
                             bool (*want)(void *ctx, uint32_t series), void *ctx, struct parts *ps);
+
+/* ---- a series' labels and base (store_series.c) -------------------------------------------- */
+
+/*
+ * A series' labels as stored: own (canonical: name 0x01 value 0x02 ...,
+ * sorted by name) and, for a series of format 10, its base's labels, which
+ * own then lacks. Both point into LMDB: valid for the transaction.
+ */
+struct series_labels {
+    const char *own;
+    size_t own_len;
+    const char *base; /* NULL: own holds them all (made before format 10) */
+    size_t base_len;
+    uint32_t base_id; /* when split */
+    bool split;
+};
+/* Series id's labels; false when it is missing or damaged (counted as corrupt). */
+bool fc_store_sid_get(struct fc_store *s, MDB_txn *txn, const char *tenant, uint32_t id,
+                      struct series_labels *out);
+/* The base series id is packed under (from `sid`, or `sbase` before format 10). */
+bool fc_store_series_base(struct fc_store *s, MDB_txn *txn, const char *tenant, uint32_t id,
+                          uint32_t *base);
+/* The value of label name in canonical labels (pointing into them); false when absent. */
+bool fc_store_canon_value(const char *canon, size_t len, const char *name, const char **value,
+                          size_t *value_len);
+/* The value of label name of a series (pointing into LMDB); false when it has none. */
+bool fc_store_series_value(const struct series_labels *l, const char *name, const char **value,
+                           size_t *value_len);
+/* The value of label name of a series, copied into buf (truncated to size), or "". */
+const char *fc_store_series_label(const struct series_labels *l, const char *name, char *buf,
+                                  size_t size);
+/* Appends all of a series' labels, canonical, to out. */
+void fc_store_series_canonical(const struct series_labels *l, struct fc_buf *out);
+/*
+ * The `sid` value of format 10, appended to out: 0x00 be32(base_id), then
+ * the labels of series (canonical) that base (canonical) lacks.
+ */
+void fc_store_series_split(const struct fc_buf *base, const struct fc_buf *series, uint32_t base_id,
+                           struct fc_buf *out);
 
 /* ---- the read path (store_read.c, store_spans.c) ------------------------------------------ */
 

@@ -71,36 +71,6 @@ static bool postings(struct reader *r, const char *name, const char *value, size
     return true;
 }
 
-/* The value of label name in canonical labels, or "". */
-static const char *label_in(const char *canon, size_t len, const char *name, char *buf, size_t size)
-{
-    const char *p = canon, *end = canon + len;
-    size_t nl = strlen(name);
-
-    while (p < end) {
-        const char *sep = memchr(p, '\x01', (size_t)(end - p));
-        const char *vend;
-        if (sep == NULL) {
-            break;
-        }
-        vend = memchr(sep + 1, '\x02', (size_t)(end - sep - 1));
-        if (vend == NULL) {
-            break;
-        }
-        if ((size_t)(sep - p) == nl && memcmp(p, name, nl) == 0) {
-            size_t vl = (size_t)(vend - sep - 1);
-            if (vl >= size) {
-                vl = size - 1;
-            }
-            memcpy(buf, sep + 1, vl);
-            buf[vl] = '\0';
-            return buf;
-        }
-        p = vend + 1;
-    }
-    return "";
-}
-
 /* Every series id of the tenant (a selector with nothing to narrow by). */
 static void all_series(struct reader *r, struct idset *out)
 {
@@ -180,23 +150,19 @@ static int match_series(struct reader *r, const struct fc_selector *sel, bool ne
         all_series(r, &cand);
     }
     for (size_t i = 0; i < cand.n; i++) {
-        struct key k;
-        MDB_val kv, v;
+        struct series_labels l;
         bool ok = true;
-        key_tenant(&k, r->tenant);
-        key_be32(&k, cand.v[i]);
-        kv = val(k.b, k.n);
-        if (mdb_get(r->txn, r->s->db[DB_SID], &kv, &v) != 0) {
+        if (!fc_store_sid_get(r->s, r->txn, r->tenant, cand.v[i], &l)) {
             continue;
         }
         if (sel->profile_type != NULL) {
-            ok = strcmp(label_in(v.mv_data, v.mv_size, "__profile_type__", buf, sizeof(buf)),
+            ok = strcmp(fc_store_series_label(&l, "__profile_type__", buf, sizeof(buf)),
                         sel->profile_type) == 0;
         }
         for (size_t j = 0; ok && j < sel->n; j++) {
-            ok = fc_matcher_match(
-                &sel->matchers[j],
-                label_in(v.mv_data, v.mv_size, sel->matchers[j].name, buf, sizeof(buf)));
+            ok =
+                fc_matcher_match(&sel->matchers[j], fc_store_series_label(&l, sel->matchers[j].name,
+                                                                          buf, sizeof(buf)));
         }
         if (ok) {
             ids_push(out, cand.v[i]);
@@ -241,17 +207,7 @@ static int by_base_then_sid(const void *a, const void *b)
 /* The base a series is packed under. */
 static bool base_of(struct reader *r, uint32_t series, uint32_t *base)
 {
-    struct key k;
-    MDB_val kv, v;
-
-    key_tenant(&k, r->tenant);
-    key_be32(&k, series);
-    kv = val(k.b, k.n);
-    if (mdb_get(r->txn, r->s->db[DB_SBASE], &kv, &v) != 0 || v.mv_size != 4) {
-        return false;
-    }
-    *base = be32(v.mv_data);
-    return true;
+    return fc_store_series_base(r->s, r->txn, r->tenant, series, base);
 }
 
 static void group_by_base(struct reader *r, const struct idset *ids, struct bases *out)
@@ -783,12 +739,9 @@ int fc_store_series_labels(struct fc_store *s, const char *tenant,
         normalize(&range, &from_s, &until_s);
     }
     for (size_t i = 0; rc == FC_OK && i < all.n; i++) {
-        struct key k;
-        MDB_val kv, v;
-        key_tenant(&k, tenant);
-        key_be32(&k, all.v[i]);
-        kv = val(k.b, k.n);
-        if (mdb_get(r.txn, s->db[DB_SID], &kv, &v) != 0 ||
+        struct series_labels l;
+        struct fc_buf canon;
+        if (!fc_store_sid_get(s, r.txn, tenant, all.v[i], &l) ||
             (until_ns > 0 && !has_data(&r, all.v[i], from_s, until_s))) {
             continue;
         }
@@ -796,7 +749,10 @@ int fc_store_series_labels(struct fc_store *s, const char *tenant,
             cap = cap ? cap * 2 : 32;
             *out = fc_xrealloc(*out, cap * sizeof(char *));
         }
-        (*out)[(*n)++] = fc_xstrndup(v.mv_data, v.mv_size);
+        fc_buf_init(&canon, 0);
+        fc_store_series_canonical(&l, &canon);
+        fc_buf_append(&canon, "", 1);
+        (*out)[(*n)++] = (char *)fc_buf_detach(&canon, NULL);
     }
     end_read(&r);
     free(all.v);
@@ -871,21 +827,17 @@ int fc_store_select_series(struct fc_store *s, const struct fc_store_query *q, i
     }
     rc = match_series(&r, q->selector, true, &ids);
     for (size_t i = 0; rc == FC_OK && i < ids.n; i++) {
-        struct key k;
-        MDB_val kv, v;
+        struct series_labels l;
         struct fc_buf group;
         size_t g;
-        key_tenant(&k, q->tenant);
-        key_be32(&k, ids.v[i]);
-        kv = val(k.b, k.n);
-        if (mdb_get(r.txn, s->db[DB_SID], &kv, &v) != 0) {
+        if (!fc_store_sid_get(s, r.txn, q->tenant, ids.v[i], &l)) {
             continue;
         }
         /* The group: the series' values of the group_by labels. */
         fc_buf_init(&group, 0);
         fc_buf_append(&group, "", 0);
         for (size_t j = 0; j < n_group_by; j++) {
-            const char *value = label_in(v.mv_data, v.mv_size, group_by[j], buf, sizeof(buf));
+            const char *value = fc_store_series_label(&l, group_by[j], buf, sizeof(buf));
             if (value[0] == '\0') {
                 continue;
             }

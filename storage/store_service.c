@@ -217,30 +217,6 @@ void fc_store_service_release(struct fc_store_service *sv)
 
 /* ---- building the aggregates of an older store ------------------------------------------- */
 
-/* The value of label name in canonical labels (name 0x01 value 0x02 ...) into out; false if none.
- */
-static bool canon_value(const char *p, size_t len, const char *name, struct fc_buf *out)
-{
-    const char *end = p + len;
-    size_t nl = strlen(name);
-
-    while (p < end) {
-        const char *sep = memchr(p, '\x01', (size_t)(end - p));
-        const char *vend = sep ? memchr(sep + 1, '\x02', (size_t)(end - sep - 1)) : NULL;
-        if (vend == NULL) {
-            return false;
-        }
-        if ((size_t)(sep - p) == nl && memcmp(p, name, nl) == 0) {
-            fc_buf_reset(out);
-            fc_buf_append(out, sep + 1, (size_t)(vend - sep - 1));
-            fc_buf_append(out, "", 1);
-            return true;
-        }
-        p = vend + 1;
-    }
-    return false;
-}
-
 /*
  * Routes a part of base's window: *has = false when its series has no
  * service or belongs to its service's first base (listed there), else the
@@ -249,28 +225,23 @@ static bool canon_value(const char *p, size_t len, const char *name, struct fc_b
 static int aggregate_of(struct writer *w, uint32_t base, uint32_t sid, bool *has,
                         uint32_t *agg_base, uint32_t *agg_series)
 {
-    struct key k;
-    MDB_val kv, v;
-    struct fc_buf service, type;
-    int rc = FC_OK;
+    struct series_labels l;
+    const char *service, *type;
+    size_t service_len, type_len;
+    char *svc, *typ;
+    int rc;
 
     *has = false;
-    key_tenant(&k, w->tenant);
-    key_be32(&k, sid);
-    kv = val(k.b, k.n);
-    if (mdb_get(w->txn, w->s->db[DB_SID], &kv, &v) != 0) {
+    if (!fc_store_sid_get(w->s, w->txn, w->tenant, sid, &l) ||
+        !fc_store_series_value(&l, FC_STORE_SERVICE_LABEL, &service, &service_len) ||
+        !fc_store_series_value(&l, "__profile_type__", &type, &type_len) || service_len == 0) {
         return FC_OK;
     }
-    fc_buf_init(&service, 0);
-    fc_buf_init(&type, 0);
-    if (canon_value(v.mv_data, v.mv_size, FC_STORE_SERVICE_LABEL, &service) &&
-        canon_value(v.mv_data, v.mv_size, "__profile_type__", &type) &&
-        ((const char *)service.data)[0] != '\0') {
-        rc = fc_store_service_route(w, (const char *)service.data, (const char *)type.data, base,
-                                    sid, has, agg_base, agg_series);
-    }
-    fc_buf_release(&service);
-    fc_buf_release(&type);
+    svc = fc_xstrndup(service, service_len);
+    typ = fc_xstrndup(type, type_len);
+    rc = fc_store_service_route(w, svc, typ, base, sid, has, agg_base, agg_series);
+    free(svc);
+    free(typ);
     return rc;
 }
 

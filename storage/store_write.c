@@ -155,20 +155,21 @@ static void canonical(const struct label *labels, size_t n, struct fc_buf *canon
 /*
  * The id of a base series (the profile's own labels, before its types and sample
  * labels split it): where its series' windows are packed together. Bases
- * are not in the label index; queries reach them through their series.
+ * are not in the label index; queries reach them through their series. A
+ * new base's labels go into `bid` (store_series.c). canon: the base's
+ * canonical labels, for series_id.
  */
-static int base_id(struct writer *w, const struct label *labels, size_t n, uint32_t *id)
+static int base_id(struct writer *w, const struct label *labels, size_t n, uint32_t *id,
+                   struct fc_buf *canon)
 {
-    struct fc_buf canon;
     struct key k;
     MDB_val kv, v;
     int rc;
 
-    fc_buf_init(&canon, 0);
-    canonical(labels, n, &canon);
+    fc_buf_reset(canon);
+    canonical(labels, n, canon);
     key_tenant(&k, w->tenant);
-    key_h128(&k, canon.data ? (const char *)canon.data : "", canon.len);
-    fc_buf_release(&canon);
+    key_h128(&k, canon->data ? (const char *)canon->data : "", canon->len);
     if (fc_store_ids_get(w->s, DB_BASE, &k, id)) {
         return FC_OK;
     }
@@ -180,16 +181,54 @@ static int base_id(struct writer *w, const struct label *labels, size_t n, uint3
     }
     rc = fc_store_next_id(w, "base", id);
     if (rc == FC_OK) {
+        struct key idk;
         fc_store_ids_note(w->s, DB_BASE, &k, *id);
         uint8_t be[4] = {(uint8_t)(*id >> 24), (uint8_t)(*id >> 16), (uint8_t)(*id >> 8),
                          (uint8_t)*id};
         rc = fc_store_put_empty(w, DB_BASE, &k, be, 4);
+        key_tenant(&idk, w->tenant);
+        key_be32(&idk, *id);
+        rc = rc ? rc : fc_store_put_empty(w, DB_BID, &idk, canon->data, canon->len);
     }
     return rc;
 }
 
+/*
+ * A new series' `sid` value: split from its base's labels (format 10) when
+ * the base has them in `bid` and they give the series' labels back exactly;
+ * else all of them (then `sbase` holds the base).
+ */
+static bool split_sid(struct writer *w, uint32_t base, const struct fc_buf *base_canon,
+                      const struct fc_buf *canon, struct fc_buf *out)
+{
+    struct key k;
+    MDB_val kv, v;
+    struct series_labels l = {0};
+    struct fc_buf back;
+    bool same;
+
+    key_tenant(&k, w->tenant);
+    key_be32(&k, base);
+    kv = val(k.b, k.n);
+    if (mdb_get(w->txn, w->s->db[DB_BID], &kv, &v) != 0 || v.mv_size != base_canon->len ||
+        memcmp(v.mv_data, base_canon->data, v.mv_size) != 0) {
+        return false; /* a base made before format 10 */
+    }
+    fc_store_series_split(base_canon, canon, base, out);
+    l.own = (const char *)out->data + 5;
+    l.own_len = out->len - 5;
+    l.base = (const char *)base_canon->data;
+    l.base_len = base_canon->len;
+    fc_buf_init(&back, 0);
+    fc_store_series_canonical(&l, &back);
+    same =
+        back.len == canon->len && (back.len == 0 || memcmp(back.data, canon->data, back.len) == 0);
+    fc_buf_release(&back);
+    return same;
+}
+
 static int series_id(struct writer *w, const struct label *labels, size_t n, uint32_t base,
-                     uint32_t *id)
+                     const struct fc_buf *base_canon, uint32_t *id)
 {
     struct fc_buf canon;
     struct key k;
@@ -220,11 +259,18 @@ static int series_id(struct writer *w, const struct label *labels, size_t n, uin
                          (uint8_t)*id};
         uint8_t bb[4] = {(uint8_t)(base >> 24), (uint8_t)(base >> 16), (uint8_t)(base >> 8),
                          (uint8_t)base};
+        struct fc_buf split;
         rc = fc_store_put_empty(w, DB_SERIES, &k, be, 4);
         key_tenant(&idk, w->tenant);
         key_be32(&idk, *id);
-        rc = rc ? rc : fc_store_put_empty(w, DB_SID, &idk, canon.data, canon.len);
-        rc = rc ? rc : fc_store_put_empty(w, DB_SBASE, &idk, bb, 4);
+        fc_buf_init(&split, 0);
+        if (split_sid(w, base, base_canon, &canon, &split)) {
+            rc = rc ? rc : fc_store_put_empty(w, DB_SID, &idk, split.data, split.len);
+        } else {
+            rc = rc ? rc : fc_store_put_empty(w, DB_SID, &idk, canon.data, canon.len);
+            rc = rc ? rc : fc_store_put_empty(w, DB_SBASE, &idk, bb, 4);
+        }
+        fc_buf_release(&split);
     }
     /* The label index: names, values per name, and series per (name, value). */
     for (size_t i = 0; rc == FC_OK && i < n; i++) {
@@ -577,8 +623,10 @@ static int write_profile(struct writer *w, struct frames *f, const struct fc_bat
     struct label *labels = fc_xcalloc((size_t)p->n_labels + max_attrs + 1, sizeof(*labels));
     int64_t time_s = (p->time_ns > 0 ? p->time_ns : fc_now_ns()) / 1000000000LL;
     uint32_t base = 0;
+    struct fc_buf base_canon;
     int rc = FC_OK;
 
+    fc_buf_init(&base_canon, 0);
     for (uint32_t t = 0; rc == FC_OK && t < p->n_sample_types; t++) {
         struct fc_buf type_id;
         int64_t scale;
@@ -592,7 +640,7 @@ static int write_profile(struct writer *w, struct frames *f, const struct fc_bat
         if (t == 0) {
             size_t n = profile_labels(b, p, labels);
             qsort(labels, n, sizeof(*labels), by_label_name);
-            rc = base_id(w, labels, n, &base);
+            rc = base_id(w, labels, n, &base, &base_canon);
         }
         for (size_t g = 0; rc == FC_OK && g < n_groups; g++) {
             struct fc_tree tree;
@@ -624,7 +672,7 @@ static int write_profile(struct writer *w, struct frames *f, const struct fc_bat
                 }
             }
             if (rc == FC_OK && fc_tree_total(&tree) > 0) {
-                rc = series_id(w, labels, n, base, &series);
+                rc = series_id(w, labels, n, base, &base_canon, &series);
                 rc =
                     rc ? rc
                        : fc_store_write_spans(w, f, b, p, &groups[g], t, scale, series,
@@ -645,6 +693,7 @@ static int write_profile(struct writer *w, struct frames *f, const struct fc_bat
     }
     free(groups);
     free(labels);
+    fc_buf_release(&base_canon);
     return rc;
 }
 

@@ -651,7 +651,7 @@ static void test_corrupt_window_is_skipped(void **state)
 /* A store written in another on-disk format is refused at open, never misread. */
 static void test_other_format_is_refused(void **state)
 {
-    static const uint8_t key[] = "\0format\x09\0"; /* the key, then le32 9 */
+    static const uint8_t key[] = "\0format\x0a\0"; /* the key, then le32 10 */
     char sub[128], path[160];
     struct fc_store_options o = {0};
     struct fc_store *s2;
@@ -668,14 +668,15 @@ static void test_other_format_is_refused(void **state)
     /* The meta value (le32 version) follows its key in the LMDB leaf. */
     snprintf(path, sizeof(path), "%s/data.mdb", sub);
     /*
-     * Format 8 (no bundles) opens, and is marked 9 again; so do 7 (one id
-     * per posting), 6 (interleaved trees) and 5 (no log, no links).
+     * Format 9 (whole series labels) opens, and is marked 10 again; so do 8
+     * (no bundles), 7 (one id per posting), 6 (interleaved trees) and 5 (no
+     * log, no links).
      */
-    for (uint8_t older = 8; older >= 5; older--) {
+    for (uint8_t older = 9; older >= 5; older--) {
         assert_true(patch_file(path, key, sizeof(key) - 1, 7, older) > 0);
         assert_int_equal(fc_store_open(&o, &s2, &err), FC_OK);
         fc_store_close(s2);
-        assert_int_equal(fc_test_store_format(sub), 9);
+        assert_int_equal(fc_test_store_format(sub), 10);
     }
     /* Then made 2: refused. */
     assert_true(patch_file(path, key, sizeof(key) - 1, 7, 2) > 0);
@@ -837,7 +838,7 @@ static void test_names_of_format_3_still_read(void **state)
     fc_store_result_release(&res);
     fc_store_close(s2);
     /* Marked format 8 at open: reopens, and an older build would refuse it. */
-    assert_int_equal(fc_test_store_format(sub), 9);
+    assert_int_equal(fc_test_store_format(sub), 10);
     release(&got);
     release(&want);
     fc_selector_release(&sel);
@@ -1040,7 +1041,7 @@ static void test_interleaved_windows_of_format_6_still_read(void **state)
     fc_store_close(s2);
 
     /* Marked 8; both windows written again, in columns. */
-    assert_int_equal(fc_test_store_format(sub), 9);
+    assert_int_equal(fc_test_store_format(sub), 10);
     lmdb_begin(sub, MDB_RDONLY, &env, &txn);
     assert_int_equal(mdb_dbi_open(txn, "node", 0, &node), 0);
     n_columns = 0;
@@ -1374,18 +1375,32 @@ static size_t sid_label_pairs(const char *sub)
 {
     MDB_env *env;
     MDB_txn *txn;
-    MDB_dbi sid;
+    MDB_dbi sid, bid;
     MDB_cursor *c;
-    MDB_val k, v;
+    MDB_val k, v, b;
     size_t pairs = 0;
 
     lmdb_begin(sub, MDB_RDONLY, &env, &txn);
     assert_int_equal(mdb_dbi_open(txn, "sid", 0, &sid), 0);
+    assert_int_equal(mdb_dbi_open(txn, "bid", 0, &bid), 0);
     assert_int_equal(mdb_cursor_open(txn, sid, &c), 0);
     for (int g = mdb_cursor_get(c, &k, &v, MDB_FIRST); g == 0;
          g = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
-        for (size_t i = 0; i < v.mv_size; i++) {
+        bool split = v.mv_size >= 5 && ((const uint8_t *)v.mv_data)[0] == 0;
+        for (size_t i = split ? 5 : 0; i < v.mv_size; i++) {
             pairs += ((const char *)v.mv_data)[i] == '\x02'; /* the end of a value */
+        }
+        if (split) {
+            /* Split (format 10): 0, be32(base), the rest; the base's labels in bid. */
+            uint8_t key[64];
+            assert_true(k.mv_size <= sizeof(key));
+            memcpy(key, k.mv_data, k.mv_size);
+            memcpy(key + k.mv_size - 4, (const uint8_t *)v.mv_data + 1, 4);
+            b = (MDB_val){k.mv_size, key};
+            assert_int_equal(mdb_get(txn, bid, &b, &b), 0);
+            for (size_t i = 0; i < b.mv_size; i++) {
+                pairs += ((const char *)b.mv_data)[i] == '\x02';
+            }
         }
     }
     mdb_cursor_close(c);
@@ -1427,6 +1442,184 @@ static void test_postings_in_chunks(void **state)
     assert_int_equal(ones, 0);
     assert_int_equal(short_chunks, 0);
     assert_true(chunks < pairs / 4); /* not one entry per id */
+}
+
+/* CPU of the samples of go-1s-cpu.pb.gz labelled task=<task>, from the decoded profile. */
+static int64_t task_cpu(const char *task)
+{
+    struct fc_batch *b = load_pod(0, BASE, "x");
+    const struct fc_profile *p = &b->profiles[0];
+    int64_t sum = 0;
+
+    for (uint32_t i = 0; i < p->n_samples; i++) {
+        const struct fc_sample *smp = &p->samples[i];
+        for (uint32_t a = 0; a < smp->attrs.n; a++) {
+            const struct fc_attr *at = &b->dict.attrs[fc_span_idx(b, smp->attrs)[a]];
+            if (strcmp(fc_str(b, at->key), "task") == 0 && at->v.str != 0 &&
+                strcmp(fc_str(b, at->v.str), task) == 0) {
+                sum += fc_sample_value(p, smp, 1); /* cpu nanoseconds */
+            }
+        }
+    }
+    fc_batch_unref(b);
+    return sum;
+}
+
+/* CPU of svc-0 over [BASE, BASE + 10) for a selector's labels (after the type). */
+static int64_t cpu_of(struct fc_store *s2, const char *tenant, const char *labels)
+{
+    char text[256];
+    struct fc_selector sel;
+    struct fc_store_query q = {0};
+    struct fc_error err = {0};
+    int64_t total;
+
+    snprintf(text, sizeof(text), "process_cpu:cpu:nanoseconds:cpu:nanoseconds{%s}", labels);
+    assert_int_equal(fc_selector_parse(text, &sel, &err), FC_OK);
+    q.tenant = tenant;
+    q.selector = &sel;
+    total = range_total(s2, &q, BASE, BASE + 10);
+    fc_selector_release(&sel);
+    return total;
+}
+
+static int cmp_strp(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Every series' labels of tenant (sorted), as the API lists them. */
+static size_t listed(struct fc_store *s2, const char *tenant, const char *selector, char ***out)
+{
+    struct fc_selector sel;
+    struct fc_error err = {0};
+    size_t n = 0;
+
+    assert_int_equal(fc_selector_parse(selector, &sel, &err), FC_OK);
+    assert_int_equal(fc_store_series_labels(s2, tenant, &sel, 1, 0, 0, out, &n, &err), FC_OK);
+    fc_selector_release(&sel);
+    qsort(*out, n, sizeof(char *), cmp_strp);
+    return n;
+}
+
+static void free_listed(char **v, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        free(v[i]);
+    }
+    free(v);
+}
+
+/* Whether canonical labels hold name=value. */
+static bool has_label(const char *canon, const char *name, const char *value)
+{
+    char want[256];
+    int n = snprintf(want, sizeof(want), "\x02%s\x01%s\x02", name, value);
+    return strncmp(canon, want + 1, (size_t)n - 1) == 0 || strstr(canon, want) != NULL;
+}
+
+/* Whether the n bytes at p hold text. */
+static bool holds(const void *p, size_t n, const char *text)
+{
+    size_t tl = strlen(text);
+    for (size_t i = 0; i + tl <= n; i++) {
+        if (memcmp((const char *)p + i, text, tl) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Whether canonical labels are sorted by name, each name once. */
+static bool sorted_by_name(const char *canon)
+{
+    const char *prev = NULL;
+    size_t prev_len = 0;
+
+    for (const char *p = canon; *p != '\0';) {
+        const char *sep = strchr(p, '\x01'), *end = sep ? strchr(sep, '\x02') : NULL;
+        size_t len;
+        if (end == NULL) {
+            return false;
+        }
+        len = (size_t)(sep - p);
+        if (prev != NULL) {
+            int c = memcmp(prev, p, prev_len < len ? prev_len : len);
+            if (c > 0 || (c == 0 && prev_len >= len)) {
+                return false;
+            }
+        }
+        prev = p;
+        prev_len = len;
+        p = end + 1;
+    }
+    return true;
+}
+
+/*
+ * Format 10: a series' labels are its base's (bid, once per base) and the
+ * rest (sid: 0, be32 base, the labels the base lacks); sbase is not
+ * written. Every series still lists with all its labels, sorted, and
+ * selectors on a base's label (pod) and on a series' own (task) match, with
+ * totals taken from the decoded profile.
+ */
+static void test_series_labels_split_from_their_base(void **state)
+{
+    struct fc_store *s2 = open_sub("split");
+    char sub[128], pod[16], **v = NULL;
+    size_t n, per_pod, split = 0, whole = 0, sbases = 0;
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi sid, sbase;
+    MDB_cursor *c;
+    MDB_val k, val_;
+    MDB_stat st;
+
+    (void)state;
+    write_pods(s2, 0, 3, "sp");
+    per_pod = listed(s2, "sp", "{pod=\"p0\"}", &v);
+    assert_true(per_pod > 2); /* two types, and task/worker groups */
+    for (size_t i = 0; i < per_pod; i++) {
+        assert_true(sorted_by_name(v[i]));
+        assert_true(has_label(v[i], "pod", "p0"));
+        assert_true(has_label(v[i], "service_name", "svc-0"));
+        assert_true(has_label(v[i], "__name__", "process_cpu"));
+        assert_non_null(strstr(v[i], "__profile_type__\x01"));
+    }
+    free_listed(v, per_pod);
+    for (int i = 1; i < 3; i++) {
+        snprintf(pod, sizeof(pod), "{pod=\"p%d\"}", i);
+        n = listed(s2, "sp", pod, &v);
+        assert_int_equal(n, per_pod);
+        free_listed(v, n);
+    }
+    assert_int_equal(cpu_of(s2, "sp", "pod=\"p1\""), GO_CPU_TOTAL);
+    assert_int_equal(cpu_of(s2, "sp", "task=\"map\""), 3 * task_cpu("map"));
+    assert_int_equal(cpu_of(s2, "sp", "pod=\"p2\",task=\"gzip\""), task_cpu("gzip"));
+    assert_true(task_cpu("map") > 0 && task_cpu("gzip") > 0);
+    fc_store_close(s2);
+    /* On disk: every sid split, no sbase. */
+    snprintf(sub, sizeof(sub), "%s/split", dir);
+    lmdb_begin(sub, MDB_RDONLY, &env, &txn);
+    assert_int_equal(mdb_dbi_open(txn, "sid", 0, &sid), 0);
+    assert_int_equal(mdb_dbi_open(txn, "sbase", 0, &sbase), 0);
+    assert_int_equal(mdb_cursor_open(txn, sid, &c), 0);
+    for (int g = mdb_cursor_get(c, &k, &val_, MDB_FIRST); g == 0;
+         g = mdb_cursor_get(c, &k, &val_, MDB_NEXT)) {
+        bool is_split = val_.mv_size >= 5 && ((const uint8_t *)val_.mv_data)[0] == 0;
+        split += is_split;
+        whole += !is_split;
+        /* The rest alone: never the base's labels. */
+        assert_true(!is_split || !holds(val_.mv_data, val_.mv_size, "pod\x01"));
+    }
+    mdb_cursor_close(c);
+    assert_int_equal(mdb_stat(txn, sbase, &st), 0);
+    sbases = st.ms_entries;
+    mdb_txn_abort(txn);
+    mdb_env_close(env);
+    assert_int_equal(split, 3 * per_pod);
+    assert_int_equal(whole, 0);
+    assert_int_equal(sbases, 0);
 }
 
 /*
@@ -1493,7 +1686,7 @@ static void test_one_id_postings_of_format_7_still_read(void **state)
     assert_int_equal(pods_total(s2, "p7", 150), one);
     assert_int_equal(pods_total(s2, "p7", -1), 180 * one);
     fc_store_close(s2);
-    assert_int_equal(fc_test_store_format(sub), 9);
+    assert_int_equal(fc_test_store_format(sub), 10);
     ids = postings_layout(sub, &chunks, &short_chunks, &ones);
     assert_int_equal(ones, n_keys);
     assert_int_equal(ids, sid_label_pairs(sub));
@@ -2407,6 +2600,7 @@ int main(void)
         cmocka_unit_test(test_trim_counts_coarse_windows_built),
         cmocka_unit_test(test_postings_in_chunks),
         cmocka_unit_test(test_one_id_postings_of_format_7_still_read),
+        cmocka_unit_test(test_series_labels_split_from_their_base),
         cmocka_unit_test(test_compaction_rounds_old_ranges_out_to_100s),
         cmocka_unit_test(test_other_format_is_refused),
         cmocka_unit_test(test_names_of_format_3_still_read),
