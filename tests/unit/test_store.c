@@ -49,7 +49,8 @@ static const char *name_of(const char *file)
 {
     static const char *const names[][2] = {
         {"go-1s-allocs", "memory"},        {"go-1s-block", "mutex"}, {"go-1s-cpu", "process_cpu"},
-        {"go-1s-goroutine", "goroutines"}, {"go-1s-heap", "memory"}, {"go-1s-mutex", "mutex"}};
+        {"go-1s-goroutine", "goroutines"}, {"go-1s-heap", "memory"}, {"go-1s-mutex", "mutex"},
+        {"go-3s-cpu", "process_cpu"}};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         if (strncmp(file, names[i][0], strlen(names[i][0])) == 0 &&
             strcmp(file + strlen(names[i][0]), ".pb.gz") == 0) {
@@ -1622,6 +1623,191 @@ static void test_series_labels_split_from_their_base(void **state)
     assert_int_equal(sbases, 0);
 }
 
+/* One label of canonical labels, for sorting by name: its bytes and its name's length. */
+struct one_label {
+    const char *p;
+    size_t len, name_len;
+};
+
+static int by_name(const void *a, const void *b)
+{
+    const struct one_label *x = a, *y = b;
+    int c = memcmp(x->p, y->p, x->name_len < y->name_len ? x->name_len : y->name_len);
+    return c ? c : (x->name_len > y->name_len) - (x->name_len < y->name_len);
+}
+
+/* Appends the labels of a and b (canonical each) to out, sorted by name: whole labels. */
+static void whole_labels(const void *a, size_t a_len, const void *b, size_t b_len,
+                         struct fc_buf *out)
+{
+    struct one_label l[64];
+    size_t n = 0;
+    const void *parts[2] = {a, b};
+    size_t lens[2] = {a_len, b_len};
+
+    for (int k = 0; k < 2; k++) {
+        const char *p = parts[k], *end = p + lens[k];
+        while (p < end) {
+            const char *sep = memchr(p, '\x01', (size_t)(end - p));
+            const char *vend = memchr(sep, '\x02', (size_t)(end - sep));
+            assert_true(n < 64);
+            l[n++] = (struct one_label){p, (size_t)(vend + 1 - p), (size_t)(sep - p)};
+            p = vend + 1;
+        }
+    }
+    qsort(l, n, sizeof(*l), by_name);
+    for (size_t i = 0; i < n; i++) {
+        fc_buf_append(out, l[i].p, l[i].len);
+    }
+}
+
+/*
+ * Turns a store of this build into one of format 9: every split sid whole
+ * again (its base's labels and its own, sorted here), its base in sbase,
+ * no bid table, and the version 9. Returns the highest series id.
+ */
+static uint32_t make_format_9(const char *sub)
+{
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi sid, sbase, bid, meta;
+    MDB_cursor *c;
+    MDB_val k, v, b;
+    struct fc_buf puts;
+    uint32_t top = 0;
+
+    fc_buf_init(&puts, 0);
+    lmdb_begin(sub, 0, &env, &txn);
+    assert_int_equal(mdb_dbi_open(txn, "sid", 0, &sid), 0);
+    assert_int_equal(mdb_dbi_open(txn, "sbase", 0, &sbase), 0);
+    assert_int_equal(mdb_dbi_open(txn, "bid", 0, &bid), 0);
+    assert_int_equal(mdb_dbi_open(txn, "meta", 0, &meta), 0);
+    assert_int_equal(mdb_cursor_open(txn, sid, &c), 0);
+    for (int g = mdb_cursor_get(c, &k, &v, MDB_FIRST); g == 0;
+         g = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+        uint8_t key[64];
+        const uint8_t *id = (const uint8_t *)k.mv_data + k.mv_size - 4;
+        struct fc_buf whole;
+        uint32_t klen = (uint32_t)k.mv_size, wlen;
+        top = (uint32_t)id[0] << 24 | (uint32_t)id[1] << 16 | (uint32_t)id[2] << 8 | id[3];
+        assert_true(v.mv_size >= 5 && ((const uint8_t *)v.mv_data)[0] == 0 && k.mv_size <= 64);
+        memcpy(key, k.mv_data, k.mv_size);
+        memcpy(key + k.mv_size - 4, (const uint8_t *)v.mv_data + 1, 4); /* the base's key */
+        b = (MDB_val){k.mv_size, key};
+        assert_int_equal(mdb_get(txn, bid, &b, &b), 0);
+        fc_buf_init(&whole, 0);
+        whole_labels(b.mv_data, b.mv_size, (const uint8_t *)v.mv_data + 5, v.mv_size - 5, &whole);
+        /* Kept as: key length, key, base id, whole length, whole labels. */
+        wlen = (uint32_t)whole.len;
+        fc_buf_append(&puts, &klen, 4);
+        fc_buf_append(&puts, k.mv_data, k.mv_size);
+        fc_buf_append(&puts, (const uint8_t *)v.mv_data + 1, 4);
+        fc_buf_append(&puts, &wlen, 4);
+        fc_buf_append(&puts, whole.data, whole.len);
+        fc_buf_release(&whole);
+    }
+    mdb_cursor_close(c);
+    for (size_t at = 0; at < puts.len;) {
+        uint32_t klen, wlen;
+        memcpy(&klen, puts.data + at, 4);
+        k = (MDB_val){klen, puts.data + at + 4};
+        v = (MDB_val){4, puts.data + at + 4 + klen};
+        assert_int_equal(mdb_put(txn, sbase, &k, &v, 0), 0);
+        memcpy(&wlen, puts.data + at + 8 + klen, 4);
+        v = (MDB_val){wlen, puts.data + at + 12 + klen};
+        assert_int_equal(mdb_put(txn, sid, &k, &v, 0), 0);
+        at += 12 + klen + wlen;
+    }
+    assert_int_equal(mdb_drop(txn, bid, 1), 0);
+    fc_buf_release(&puts);
+    lmdb_commit_format(env, txn, meta, 9);
+    return top;
+}
+
+/*
+ * A format 9 store (whole labels in sid, the base in sbase, no bid) is read
+ * as it was, and marked 10. New series in its bases are written whole (their
+ * base has no bid); a new base's series are split.
+ */
+static void test_whole_labels_of_format_9_still_read(void **state)
+{
+    struct fc_store *s2 = open_sub("whole9");
+    char sub[128], **before = NULL, **after = NULL;
+    size_t n, n_after, old_base_new = 0, new_split = 0;
+    uint32_t top;
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi sid, sbase;
+    MDB_cursor *c;
+    MDB_val k, v;
+
+    (void)state;
+    write_pods(s2, 0, 2, "w9");
+    n = listed(s2, "w9", "{service_name=\"svc-0\"}", &before);
+    fc_store_close(s2);
+    snprintf(sub, sizeof(sub), "%s/whole9", dir);
+    top = make_format_9(sub);
+    s2 = open_sub("whole9");
+    assert_int_equal(fc_test_store_format(sub), 10);
+    n_after = listed(s2, "w9", "{service_name=\"svc-0\"}", &after);
+    assert_int_equal(n_after, n);
+    for (size_t i = 0; i < n; i++) {
+        assert_string_equal(after[i], before[i]);
+    }
+    free_listed(after, n_after);
+    free_listed(before, n);
+    assert_int_equal(cpu_of(s2, "w9", "pod=\"p1\""), GO_CPU_TOTAL);
+    assert_int_equal(cpu_of(s2, "w9", "task=\"map\""), 2 * task_cpu("map"));
+    /* p0 again with another profile of the same labels: new series in an old base. */
+    {
+        struct fc_batch *b = load("go-3s-cpu.pb.gz", 0, BASE + 20, "w9");
+        struct fc_error err = {0};
+        assert_int_equal(fc_profile_set_label(b, &b->profiles[0], "pod", "p0"), FC_OK);
+        assert_int_equal(fc_store_write(s2, &b, 1, &err), FC_OK);
+        fc_batch_unref(b);
+    }
+    write_pods(s2, 2, 3, "w9"); /* a new base */
+    n = listed(s2, "w9", "{pod=\"p0\"}", &after);
+    for (size_t i = 0; i < n; i++) {
+        assert_true(sorted_by_name(after[i]));
+        assert_true(has_label(after[i], "pod", "p0"));
+        assert_true(has_label(after[i], "service_name", "svc-0"));
+    }
+    free_listed(after, n);
+    assert_int_equal(cpu_of(s2, "w9", "pod=\"p2\""), GO_CPU_TOTAL);
+    fc_store_close(s2);
+    /* On disk: the old base's new series whole with an sbase entry, the new base's split. */
+    lmdb_begin(sub, MDB_RDONLY, &env, &txn);
+    assert_int_equal(mdb_dbi_open(txn, "sid", 0, &sid), 0);
+    assert_int_equal(mdb_dbi_open(txn, "sbase", 0, &sbase), 0);
+    assert_int_equal(mdb_cursor_open(txn, sid, &c), 0);
+    for (int g = mdb_cursor_get(c, &k, &v, MDB_FIRST); g == 0;
+         g = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+        const uint8_t *id = (const uint8_t *)k.mv_data + k.mv_size - 4;
+        uint32_t series =
+            (uint32_t)id[0] << 24 | (uint32_t)id[1] << 16 | (uint32_t)id[2] << 8 | id[3];
+        bool is_split = v.mv_size >= 5 && ((const uint8_t *)v.mv_data)[0] == 0;
+        MDB_val bv;
+        if (series <= top) {
+            assert_false(is_split);
+            continue;
+        }
+        if (is_split) {
+            new_split++;
+            assert_true(holds(v.mv_data, v.mv_size, "__profile_type__\x01"));
+        } else {
+            old_base_new++;
+            assert_true(holds(v.mv_data, v.mv_size, "pod\x01p0\x02"));
+            assert_int_equal(mdb_get(txn, sbase, &k, &bv), 0);
+        }
+    }
+    mdb_cursor_close(c);
+    mdb_txn_abort(txn);
+    mdb_env_close(env);
+    assert_true(old_base_new > 0);
+    assert_true(new_split > 0);
+}
+
 /*
  * A format 7 store (one posting per id, in the key, an empty value) is read,
  * and new series are added after its postings: made here from a store of this
@@ -2601,6 +2787,7 @@ int main(void)
         cmocka_unit_test(test_postings_in_chunks),
         cmocka_unit_test(test_one_id_postings_of_format_7_still_read),
         cmocka_unit_test(test_series_labels_split_from_their_base),
+        cmocka_unit_test(test_whole_labels_of_format_9_still_read),
         cmocka_unit_test(test_compaction_rounds_old_ranges_out_to_100s),
         cmocka_unit_test(test_other_format_is_refused),
         cmocka_unit_test(test_names_of_format_3_still_read),
