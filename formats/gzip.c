@@ -223,7 +223,8 @@ int fc_gzip(const uint8_t *in, size_t len, int level, struct fc_buf *out, struct
     size_t bound, n = 0;
     int rc = FC_OK;
 
-    if (level == FC_GZIP_FASTEST && len <= UINT32_MAX) {
+    /* igzip counts in 32 bits: near 4 GiB its stored blocks' size would wrap. */
+    if (level == FC_GZIP_FASTEST && len <= UINT32_MAX / 2) {
         pc = compressor_get(level);
         if (pc != NULL) {
             bound = igzip_bound(len);

@@ -701,6 +701,8 @@ bool fc_store_series_value(const struct series_labels *l, const char *name, cons
 /* The value of label name of a series, copied into buf (truncated to size), or "". */
 const char *fc_store_series_label(const struct series_labels *l, const char *name, char *buf,
                                   size_t size);
+/* Whether a name of own is also a name of base (then own's would shadow base's). */
+bool fc_store_series_shadowed(const struct series_labels *l);
 /* Appends all of a series' labels, canonical, to out. */
 void fc_store_series_canonical(const struct series_labels *l, struct fc_buf *out);
 /*

@@ -103,9 +103,13 @@ static bool next_label(const char **p, const char *end, const char **name, size_
 bool fc_store_canon_value(const char *canon, size_t len, const char *name, const char **value,
                           size_t *value_len)
 {
-    const char *p = canon, *end = canon + len, *n;
+    const char *p = canon, *end, *n;
     size_t nl = strlen(name), l;
 
+    if (canon == NULL) {
+        return false;
+    }
+    end = canon + len;
     while (next_label(&p, end, &n, &l, value, value_len)) {
         if (l == nl && memcmp(n, name, nl) == 0) {
             return true;
@@ -152,13 +156,32 @@ static bool name_before(const char *a, size_t al, const char *b, size_t bl)
     return c < 0 || (c == 0 && al < bl);
 }
 
+bool fc_store_series_shadowed(const struct series_labels *l)
+{
+    const char *p = l->own, *n, *v, *bv;
+    size_t nl, vl, bvl;
+
+    while (p != NULL && next_label(&p, l->own + l->own_len, &n, &nl, &v, &vl)) {
+        char name[256];
+        if (nl >= sizeof(name)) {
+            return true; /* not looked up: taken as shadowing */
+        }
+        memcpy(name, n, nl);
+        name[nl] = '\0';
+        if (fc_store_canon_value(l->base, l->base_len, name, &bv, &bvl)) {
+            return true;
+        }
+    }
+    return false;
+}
+
 void fc_store_series_canonical(const struct series_labels *l, struct fc_buf *out)
 {
-    const char *p = l->own, *pend = l->own + l->own_len;
-    const char *q = l->base, *qend = l->base + l->base_len;
+    const char *p = l->own, *pend = l->own != NULL ? l->own + l->own_len : NULL;
+    const char *q = l->base, *qend = l->base != NULL ? l->base + l->base_len : NULL;
     const char *pn = NULL, *pv = NULL, *qn = NULL, *qv = NULL;
     size_t pnl = 0, pvl = 0, qnl = 0, qvl = 0;
-    bool has_p = next_label(&p, pend, &pn, &pnl, &pv, &pvl);
+    bool has_p = p != NULL && next_label(&p, pend, &pn, &pnl, &pv, &pvl);
     bool has_q = q != NULL && next_label(&q, qend, &qn, &qnl, &qv, &qvl);
 
     /* Both parts are sorted by name and share none: a merge. */
@@ -176,7 +199,7 @@ void fc_store_series_canonical(const struct series_labels *l, struct fc_buf *out
 void fc_store_series_split(const struct fc_buf *base, const struct fc_buf *series, uint32_t base_id,
                            struct fc_buf *out)
 {
-    const char *p = (const char *)series->data, *end = p + series->len;
+    const char *p = (const char *)series->data, *end = p != NULL ? p + series->len : NULL;
     const char *n, *v, *bv;
     size_t nl, vl, bvl;
     uint8_t head[SPLIT_HEAD] = {0, (uint8_t)(base_id >> 24), (uint8_t)(base_id >> 16),

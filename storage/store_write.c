@@ -195,8 +195,10 @@ static int base_id(struct writer *w, const struct label *labels, size_t n, uint3
 
 /*
  * A new series' `sid` value: split from its base's labels (format 10) when
- * the base has them in `bid` and they give the series' labels back exactly;
- * else all of them (then `sbase` holds the base).
+ * the base has them in `bid`, they give the series' labels back exactly and
+ * no name is in both parts (a value holding 0x02 name 0x01 reads as one
+ * more label: split, it could shadow the base's); else all of them (then
+ * `sbase` holds the base).
  */
 static bool split_sid(struct writer *w, uint32_t base, const struct fc_buf *base_canon,
                       const struct fc_buf *canon, struct fc_buf *out)
@@ -211,7 +213,7 @@ static bool split_sid(struct writer *w, uint32_t base, const struct fc_buf *base
     key_be32(&k, base);
     kv = val(k.b, k.n);
     if (mdb_get(w->txn, w->s->db[DB_BID], &kv, &v) != 0 || v.mv_size != base_canon->len ||
-        memcmp(v.mv_data, base_canon->data, v.mv_size) != 0) {
+        (v.mv_size > 0 && memcmp(v.mv_data, base_canon->data, v.mv_size) != 0)) {
         return false; /* a base made before format 10 */
     }
     fc_store_series_split(base_canon, canon, base, out);
@@ -221,8 +223,9 @@ static bool split_sid(struct writer *w, uint32_t base, const struct fc_buf *base
     l.base_len = base_canon->len;
     fc_buf_init(&back, 0);
     fc_store_series_canonical(&l, &back);
-    same =
-        back.len == canon->len && (back.len == 0 || memcmp(back.data, canon->data, back.len) == 0);
+    same = back.len == canon->len &&
+           (back.len == 0 || memcmp(back.data, canon->data, back.len) == 0) &&
+           !fc_store_series_shadowed(&l);
     fc_buf_release(&back);
     return same;
 }

@@ -1623,6 +1623,41 @@ static void test_series_labels_split_from_their_base(void **state)
     assert_int_equal(sbases, 0);
 }
 
+/*
+ * A sample label whose value holds 0x02 name 0x01 (labels are stored
+ * unescaped, so it reads as one more label, here pod=p9) sorting after the
+ * pod's own labels: the series is stored whole, never split (split, its
+ * "pod" would be found before its base's and the pod's series would vanish
+ * from {pod="p0"}).
+ */
+static void test_label_value_posing_as_a_label_not_split(void **state)
+{
+    struct fc_store *s2 = open_sub("posing");
+    struct fc_batch *b = load_pod(0, BASE, "ps");
+    struct fc_profile *p = &b->profiles[0];
+    struct fc_attr a = {0};
+    uint32_t id, idx[64];
+    struct fc_error err = {0};
+
+    (void)state;
+    assert_int_equal(fc_dict_cstring(b, "zz", &a.key), FC_OK);
+    assert_int_equal(fc_dict_cstring(b, "x\x02pod\x01p9", &a.v.str), FC_OK);
+    a.kind = FC_ATTR_STR;
+    assert_int_equal(fc_dict_attr(b, &a, &id), FC_OK);
+    for (uint32_t i = 0; i < p->n_samples; i++) {
+        struct fc_sample *smp = &p->samples[i];
+        assert_true(smp->attrs.n < 63);
+        memcpy(idx, fc_span_idx(b, smp->attrs), smp->attrs.n * sizeof(uint32_t));
+        idx[smp->attrs.n] = id;
+        assert_int_equal(fc_dict_span(b, idx, smp->attrs.n + 1, &smp->attrs), FC_OK);
+    }
+    assert_int_equal(fc_store_write(s2, &b, 1, &err), FC_OK);
+    fc_batch_unref(b);
+    assert_int_equal(cpu_of(s2, "ps", "pod=\"p0\""), GO_CPU_TOTAL);
+    assert_int_equal(cpu_of(s2, "ps", "pod=\"p9\""), 0);
+    fc_store_close(s2);
+}
+
 /* One label of canonical labels, for sorting by name: its bytes and its name's length. */
 struct one_label {
     const char *p;
@@ -2788,6 +2823,7 @@ int main(void)
         cmocka_unit_test(test_one_id_postings_of_format_7_still_read),
         cmocka_unit_test(test_series_labels_split_from_their_base),
         cmocka_unit_test(test_whole_labels_of_format_9_still_read),
+        cmocka_unit_test(test_label_value_posing_as_a_label_not_split),
         cmocka_unit_test(test_compaction_rounds_old_ranges_out_to_100s),
         cmocka_unit_test(test_other_format_is_refused),
         cmocka_unit_test(test_names_of_format_3_still_read),
