@@ -683,12 +683,21 @@ struct series_labels {
     size_t own_len;
     const char *base; /* NULL: own holds them all (made before format 10) */
     size_t base_len;
+    const char *type; /* __profile_type__'s value, when typed (interned: format 11) */
+    size_t type_len;
     uint32_t base_id; /* when split */
     bool split;
+    bool typed;
 };
 /* Series id's labels; false when it is missing or damaged (counted as corrupt). */
 bool fc_store_sid_get(struct fc_store *s, MDB_txn *txn, const char *tenant, uint32_t id,
                       struct series_labels *out);
+/*
+ * A split `sid` value (0x00 first) into out's own part and base id, and the
+ * symbol id of its interned type (out->typed); out->base and out->type are
+ * left for the caller. False when it is not split or is damaged.
+ */
+bool fc_store_sid_parse(const void *value, size_t len, struct series_labels *out, uint32_t *type);
 /* The base series id is packed under (from `sid`, or `sbase` before format 10). */
 bool fc_store_series_base(struct fc_store *s, MDB_txn *txn, const char *tenant, uint32_t id,
                           uint32_t *base);
@@ -706,11 +715,13 @@ bool fc_store_series_shadowed(const struct series_labels *l);
 /* Appends all of a series' labels, canonical, to out. */
 void fc_store_series_canonical(const struct series_labels *l, struct fc_buf *out);
 /*
- * The `sid` value of format 10, appended to out: 0x00 be32(base_id), then
- * the labels of series (canonical) that base (canonical) lacks.
+ * The split `sid` value, appended to out: 0x00 be32(base_id), then the
+ * labels of series (canonical) that base (canonical) lacks; with type (a
+ * symbol id of __profile_type__'s value, format 11) that label is the
+ * symbol's id instead, first, under an empty name.
  */
 void fc_store_series_split(const struct fc_buf *base, const struct fc_buf *series, uint32_t base_id,
-                           struct fc_buf *out);
+                           const uint32_t *type, struct fc_buf *out);
 
 /* ---- the read path (store_read.c, store_spans.c) ------------------------------------------ */
 

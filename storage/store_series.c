@@ -7,6 +7,14 @@
  * about 170 bytes a series; a series now keeps about 70, and `sbase`
  * (series -> base) is not written, since the base is in `sid`.
  *
+ * Format 11 also keeps `__profile_type__` out of a split series' own part:
+ * its value (about 45 bytes, the same for every series of a type) is
+ * interned as a symbol, and the own part starts with a label of an empty
+ * name whose value is that symbol's id in hex (no label of a split own
+ * part has an empty name otherwise: sample labels with one are dropped and
+ * the profile's labels are the base's). A split series took about 83
+ * bytes of `sid` at 10,000 pods; it now takes about 28.
+ *
  * A series made by format 9 or before holds its canonical labels whole
  * (they never start with a 0 byte: names are not empty) and its base in
  * `sbase`; a series made in a base that has no `bid` entry (made before
@@ -15,10 +23,14 @@
  */
 #include "storage/store_int.h"
 
+#include <stdio.h>
 #include <string.h>
 
 /* A split value: 0x00, be32(base), then the canonical labels the base lacks. */
 #define SPLIT_HEAD 5
+/* The first byte of the own part when the type is interned: a label with an empty name. */
+#define TYPE_MARK '\x01'
+#define TYPE_NAME "__profile_type__"
 
 static bool get_by_id(struct fc_store *s, MDB_txn *txn, int db, const char *tenant, uint32_t id,
                       MDB_val *v)
@@ -35,7 +47,8 @@ static bool get_by_id(struct fc_store *s, MDB_txn *txn, int db, const char *tena
 bool fc_store_sid_get(struct fc_store *s, MDB_txn *txn, const char *tenant, uint32_t id,
                       struct series_labels *out)
 {
-    MDB_val v, b;
+    MDB_val v, b, t;
+    uint32_t type;
 
     memset(out, 0, sizeof(*out));
     if (!get_by_id(s, txn, DB_SID, tenant, id, &v)) {
@@ -46,20 +59,56 @@ bool fc_store_sid_get(struct fc_store *s, MDB_txn *txn, const char *tenant, uint
         out->own_len = v.mv_size;
         return true;
     }
-    if (v.mv_size < SPLIT_HEAD) {
+    if (!fc_store_sid_parse(v.mv_data, v.mv_size, out, &type)) {
         atomic_fetch_add(&s->corrupt, 1);
         return false;
     }
-    out->split = true;
-    out->base_id = be32((const uint8_t *)v.mv_data + 1);
-    out->own = (const char *)v.mv_data + SPLIT_HEAD;
-    out->own_len = v.mv_size - SPLIT_HEAD;
-    if (!get_by_id(s, txn, DB_BID, tenant, out->base_id, &b)) {
-        atomic_fetch_add(&s->corrupt, 1); /* a split series whose base lost its labels */
+    if (!get_by_id(s, txn, DB_BID, tenant, out->base_id, &b) ||
+        (out->typed && !get_by_id(s, txn, DB_SYMID, tenant, type, &t))) {
+        atomic_fetch_add(&s->corrupt, 1); /* a split series whose base or type is lost */
         return false;
     }
     out->base = b.mv_data;
     out->base_len = b.mv_size;
+    if (out->typed) {
+        out->type = t.mv_data;
+        out->type_len = t.mv_size;
+    }
+    return true;
+}
+
+bool fc_store_sid_parse(const void *value, size_t len, struct series_labels *out, uint32_t *type)
+{
+    const char *own = (const char *)value + SPLIT_HEAD, *end = (const char *)value + len;
+    const char *hex_end;
+    uint32_t id = 0;
+
+    memset(out, 0, sizeof(*out));
+    if (len < SPLIT_HEAD || ((const uint8_t *)value)[0] != 0) {
+        return false;
+    }
+    out->split = true;
+    out->base_id = be32((const uint8_t *)value + 1);
+    *type = 0;
+    if (own < end && own[0] == TYPE_MARK) {
+        /* The interned type: an empty name, then 1 to 8 hex digits. */
+        hex_end = memchr(own + 1, '\x02', (size_t)(end - own - 1));
+        if (hex_end == NULL || hex_end == own + 1 || hex_end - own - 1 > 8) {
+            return false;
+        }
+        for (const char *h = own + 1; h < hex_end; h++) {
+            int d = *h >= '0' && *h <= '9' ? *h - '0' : *h >= 'a' && *h <= 'f' ? *h - 'a' + 10 : -1;
+            if (d < 0) {
+                return false;
+            }
+            id = id << 4 | (uint32_t)d;
+        }
+        out->typed = true;
+        *type = id;
+        own = hex_end + 1;
+    }
+    out->own = own;
+    out->own_len = (size_t)(end - own);
     return true;
 }
 
@@ -121,6 +170,11 @@ bool fc_store_canon_value(const char *canon, size_t len, const char *name, const
 bool fc_store_series_value(const struct series_labels *l, const char *name, const char **value,
                            size_t *value_len)
 {
+    if (l->typed && strcmp(name, TYPE_NAME) == 0) {
+        *value = l->type;
+        *value_len = l->type_len;
+        return true;
+    }
     return fc_store_canon_value(l->own, l->own_len, name, value, value_len) ||
            fc_store_canon_value(l->base, l->base_len, name, value, value_len);
 }
@@ -184,9 +238,15 @@ void fc_store_series_canonical(const struct series_labels *l, struct fc_buf *out
     bool has_p = p != NULL && next_label(&p, pend, &pn, &pnl, &pv, &pvl);
     bool has_q = q != NULL && next_label(&q, qend, &qn, &qnl, &qv, &qvl);
 
-    /* Both parts are sorted by name and share none: a merge. */
-    while (has_p || has_q) {
-        if (has_p && (!has_q || name_before(pn, pnl, qn, qnl))) {
+    bool has_t = l->typed;
+
+    /* The parts are sorted by name and share none: a merge (the type is a part of one). */
+    while (has_p || has_q || has_t) {
+        if (has_t && (!has_p || name_before(TYPE_NAME, strlen(TYPE_NAME), pn, pnl)) &&
+            (!has_q || name_before(TYPE_NAME, strlen(TYPE_NAME), qn, qnl))) {
+            put_label(out, TYPE_NAME, strlen(TYPE_NAME), l->type, l->type_len);
+            has_t = false;
+        } else if (has_p && (!has_q || name_before(pn, pnl, qn, qnl))) {
             put_label(out, pn, pnl, pv, pvl);
             has_p = next_label(&p, pend, &pn, &pnl, &pv, &pvl);
         } else {
@@ -197,7 +257,7 @@ void fc_store_series_canonical(const struct series_labels *l, struct fc_buf *out
 }
 
 void fc_store_series_split(const struct fc_buf *base, const struct fc_buf *series, uint32_t base_id,
-                           struct fc_buf *out)
+                           const uint32_t *type, struct fc_buf *out)
 {
     const char *p = (const char *)series->data, *end = p != NULL ? p + series->len : NULL;
     const char *n, *v, *bv;
@@ -206,10 +266,15 @@ void fc_store_series_split(const struct fc_buf *base, const struct fc_buf *serie
                                 (uint8_t)(base_id >> 8), (uint8_t)base_id};
 
     fc_buf_append(out, head, sizeof(head));
+    if (type != NULL) {
+        char hex[12];
+        int hl = snprintf(hex, sizeof(hex), "%x", *type);
+        put_label(out, "", 0, hex, (size_t)hl);
+    }
     while (p != NULL && next_label(&p, end, &n, &nl, &v, &vl)) {
         char name[256];
-        bool in_base = false;
-        if (nl < sizeof(name)) {
+        bool in_base = type != NULL && nl == strlen(TYPE_NAME) && memcmp(n, TYPE_NAME, nl) == 0;
+        if (!in_base && nl < sizeof(name)) {
             memcpy(name, n, nl);
             name[nl] = '\0';
             in_base = fc_store_canon_value((const char *)base->data, base->len, name, &bv, &bvl) &&

@@ -198,7 +198,9 @@ static int base_id(struct writer *w, const struct label *labels, size_t n, uint3
  * the base has them in `bid`, they give the series' labels back exactly and
  * no name is in both parts (a value holding 0x02 name 0x01 reads as one
  * more label: split, it could shadow the base's); else all of them (then
- * `sbase` holds the base).
+ * `sbase` holds the base). Its `__profile_type__` is interned as a symbol
+ * (format 11). A symbol that cannot be written leaves it whole (the
+ * transaction's next put then fails with the same error).
  */
 static bool split_sid(struct writer *w, uint32_t base, const struct fc_buf *base_canon,
                       const struct fc_buf *canon, struct fc_buf *out)
@@ -207,6 +209,10 @@ static bool split_sid(struct writer *w, uint32_t base, const struct fc_buf *base
     MDB_val kv, v;
     struct series_labels l = {0};
     struct fc_buf back;
+    const char *type = NULL;
+    size_t type_len = 0;
+    uint32_t type_sym = 0, parsed_type = 0;
+    const uint32_t *typed = NULL;
     bool same;
 
     key_tenant(&k, w->tenant);
@@ -216,11 +222,22 @@ static bool split_sid(struct writer *w, uint32_t base, const struct fc_buf *base
         (v.mv_size > 0 && memcmp(v.mv_data, base_canon->data, v.mv_size) != 0)) {
         return false; /* a base made before format 10 */
     }
-    fc_store_series_split(base_canon, canon, base, out);
-    l.own = (const char *)out->data + 5;
-    l.own_len = out->len - 5;
+    /* Format 11: the type's value interned (about 45 bytes a series at 10,000 pods of one). */
+    if (fc_store_canon_value((const char *)canon->data, canon->len, "__profile_type__", &type,
+                             &type_len)) {
+        if (symbol(w, type, type_len, &type_sym) != FC_OK) {
+            return false;
+        }
+        typed = &type_sym;
+    }
+    fc_store_series_split(base_canon, canon, base, typed, out);
+    if (!fc_store_sid_parse(out->data, out->len, &l, &parsed_type) || parsed_type != type_sym) {
+        return false;
+    }
     l.base = (const char *)base_canon->data;
     l.base_len = base_canon->len;
+    l.type = type;
+    l.type_len = type_len;
     fc_buf_init(&back, 0);
     fc_store_series_canonical(&l, &back);
     same = back.len == canon->len &&

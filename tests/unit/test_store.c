@@ -652,7 +652,7 @@ static void test_corrupt_window_is_skipped(void **state)
 /* A store written in another on-disk format is refused at open, never misread. */
 static void test_other_format_is_refused(void **state)
 {
-    static const uint8_t key[] = "\0format\x0a\0"; /* the key, then le32 10 */
+    static const uint8_t key[] = "\0format\x0b\0"; /* the key, then le32 11 */
     char sub[128], path[160];
     struct fc_store_options o = {0};
     struct fc_store *s2;
@@ -669,15 +669,15 @@ static void test_other_format_is_refused(void **state)
     /* The meta value (le32 version) follows its key in the LMDB leaf. */
     snprintf(path, sizeof(path), "%s/data.mdb", sub);
     /*
-     * Format 9 (whole series labels) opens, and is marked 10 again; so do 8
-     * (no bundles), 7 (one id per posting), 6 (interleaved trees) and 5 (no
-     * log, no links).
+     * Format 10 (a split series' type not interned) opens, and is marked 11
+     * again; so do 9 (whole series labels), 8 (no bundles), 7 (one id per
+     * posting), 6 (interleaved trees) and 5 (no log, no links).
      */
-    for (uint8_t older = 9; older >= 5; older--) {
+    for (uint8_t older = 10; older >= 5; older--) {
         assert_true(patch_file(path, key, sizeof(key) - 1, 7, older) > 0);
         assert_int_equal(fc_store_open(&o, &s2, &err), FC_OK);
         fc_store_close(s2);
-        assert_int_equal(fc_test_store_format(sub), 10);
+        assert_int_equal(fc_test_store_format(sub), 11);
     }
     /* Then made 2: refused. */
     assert_true(patch_file(path, key, sizeof(key) - 1, 7, 2) > 0);
@@ -839,7 +839,7 @@ static void test_names_of_format_3_still_read(void **state)
     fc_store_result_release(&res);
     fc_store_close(s2);
     /* Marked format 8 at open: reopens, and an older build would refuse it. */
-    assert_int_equal(fc_test_store_format(sub), 10);
+    assert_int_equal(fc_test_store_format(sub), 11);
     release(&got);
     release(&want);
     fc_selector_release(&sel);
@@ -1042,7 +1042,7 @@ static void test_interleaved_windows_of_format_6_still_read(void **state)
     fc_store_close(s2);
 
     /* Marked 8; both windows written again, in columns. */
-    assert_int_equal(fc_test_store_format(sub), 10);
+    assert_int_equal(fc_test_store_format(sub), 11);
     lmdb_begin(sub, MDB_RDONLY, &env, &txn);
     assert_int_equal(mdb_dbi_open(txn, "node", 0, &node), 0);
     n_columns = 0;
@@ -1610,8 +1610,10 @@ static void test_series_labels_split_from_their_base(void **state)
         bool is_split = val_.mv_size >= 5 && ((const uint8_t *)val_.mv_data)[0] == 0;
         split += is_split;
         whole += !is_split;
-        /* The rest alone: never the base's labels. */
+        /* The rest alone: never the base's labels, and the type interned (format 11). */
         assert_true(!is_split || !holds(val_.mv_data, val_.mv_size, "pod\x01"));
+        assert_true(!is_split || (val_.mv_size > 5 && ((const char *)val_.mv_data)[5] == '\x01' &&
+                                  !holds(val_.mv_data, val_.mv_size, "__profile_type__")));
     }
     mdb_cursor_close(c);
     assert_int_equal(mdb_stat(txn, sbase, &st), 0);
@@ -1697,6 +1699,80 @@ static void whole_labels(const void *a, size_t a_len, const void *b, size_t b_le
 }
 
 /*
+ * Turns a store of this build into one of format 10: every split sid's
+ * interned type (an empty-named label first, its value the symbol id in
+ * hex) becomes the label __profile_type__ with the symbol's value again,
+ * among the others in name order (whole_labels sorts them), and the
+ * version 10. Returns how many sids it rewrote.
+ */
+static uint32_t make_format_10(const char *sub)
+{
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi sid, symid, meta;
+    MDB_cursor *c;
+    MDB_val k, v, t;
+    struct fc_buf puts;
+    uint32_t n = 0;
+
+    fc_buf_init(&puts, 0);
+    lmdb_begin(sub, 0, &env, &txn);
+    assert_int_equal(mdb_dbi_open(txn, "sid", 0, &sid), 0);
+    assert_int_equal(mdb_dbi_open(txn, "symid", 0, &symid), 0);
+    assert_int_equal(mdb_dbi_open(txn, "meta", 0, &meta), 0);
+    assert_int_equal(mdb_cursor_open(txn, sid, &c), 0);
+    for (int g = mdb_cursor_get(c, &k, &v, MDB_FIRST); g == 0;
+         g = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+        const char *own = (const char *)v.mv_data + 5, *end = (const char *)v.mv_data + v.mv_size;
+        const char *hex_end;
+        uint8_t key[64];
+        uint32_t sym = (uint32_t)strtoul(own + 1, NULL, 16), klen = (uint32_t)k.mv_size, wlen;
+        struct fc_buf type, rest;
+        if (v.mv_size < 6 || ((const uint8_t *)v.mv_data)[0] != 0 || own[0] != '\x01') {
+            continue;
+        }
+        hex_end = memchr(own, '\x02', (size_t)(end - own));
+        assert_non_null(hex_end);
+        memcpy(key, k.mv_data, k.mv_size);
+        key[k.mv_size - 4] = (uint8_t)(sym >> 24);
+        key[k.mv_size - 3] = (uint8_t)(sym >> 16);
+        key[k.mv_size - 2] = (uint8_t)(sym >> 8);
+        key[k.mv_size - 1] = (uint8_t)sym;
+        t = (MDB_val){k.mv_size, key};
+        assert_int_equal(mdb_get(txn, symid, &t, &t), 0);
+        fc_buf_init(&type, 0);
+        fc_buf_init(&rest, 0);
+        fc_buf_append(&type, "__profile_type__\x01", 17);
+        fc_buf_append(&type, t.mv_data, t.mv_size);
+        fc_buf_append(&type, "\x02", 1);
+        fc_buf_append(&rest, v.mv_data, 5);
+        whole_labels(type.data, type.len, hex_end + 1, (size_t)(end - hex_end - 1), &rest);
+        /* Kept as: key length, key, value length, value. */
+        wlen = (uint32_t)rest.len;
+        fc_buf_append(&puts, &klen, 4);
+        fc_buf_append(&puts, k.mv_data, k.mv_size);
+        fc_buf_append(&puts, &wlen, 4);
+        fc_buf_append(&puts, rest.data, rest.len);
+        fc_buf_release(&type);
+        fc_buf_release(&rest);
+        n++;
+    }
+    mdb_cursor_close(c);
+    for (size_t at = 0; at < puts.len;) {
+        uint32_t klen, wlen;
+        memcpy(&klen, puts.data + at, 4);
+        k = (MDB_val){klen, puts.data + at + 4};
+        memcpy(&wlen, puts.data + at + 4 + klen, 4);
+        v = (MDB_val){wlen, puts.data + at + 8 + klen};
+        assert_int_equal(mdb_put(txn, sid, &k, &v, 0), 0);
+        at += 8 + klen + wlen;
+    }
+    fc_buf_release(&puts);
+    lmdb_commit_format(env, txn, meta, 10);
+    return n;
+}
+
+/*
  * Turns a store of this build into one of format 9: every split sid whole
  * again (its base's labels and its own, sorted here), its base in sbase,
  * no bid table, and the version 9. Returns the highest series id.
@@ -1711,6 +1787,7 @@ static uint32_t make_format_9(const char *sub)
     struct fc_buf puts;
     uint32_t top = 0;
 
+    make_format_10(sub); /* the type as a label again */
     fc_buf_init(&puts, 0);
     lmdb_begin(sub, 0, &env, &txn);
     assert_int_equal(mdb_dbi_open(txn, "sid", 0, &sid), 0);
@@ -1760,16 +1837,91 @@ static uint32_t make_format_9(const char *sub)
 }
 
 /*
+ * Two pods written into store `name` (tenant), the store rewritten by
+ * rewrite (into an older format), then reopened: marked 11 and listing
+ * every series as before. *rewritten: what rewrite returned.
+ */
+static struct fc_store *reopened_as_before(const char *name, const char *tenant,
+                                           uint32_t (*rewrite)(const char *sub),
+                                           uint32_t *rewritten)
+{
+    struct fc_store *s2 = open_sub(name);
+    char sub[128], **before = NULL, **after = NULL;
+    size_t n, n_after;
+
+    write_pods(s2, 0, 2, tenant);
+    n = listed(s2, tenant, "{service_name=\"svc-0\"}", &before);
+    fc_store_close(s2);
+    snprintf(sub, sizeof(sub), "%s/%s", dir, name);
+    *rewritten = rewrite(sub);
+    s2 = open_sub(name);
+    assert_int_equal(fc_test_store_format(sub), 11);
+    n_after = listed(s2, tenant, "{service_name=\"svc-0\"}", &after);
+    assert_int_equal(n_after, n);
+    for (size_t i = 0; i < n; i++) {
+        assert_string_equal(after[i], before[i]);
+        assert_non_null(strstr(after[i], "__profile_type__\x01"));
+    }
+    free_listed(after, n_after);
+    free_listed(before, n);
+    return s2;
+}
+
+/*
+ * Format 10 (a split series' __profile_type__ kept as a label in sid) is
+ * read as it was and marked 11: every listing equal, selectors on the type
+ * (cpu_of selects process_cpu) and on labels give the decoded totals; the
+ * series written after it have their type interned.
+ */
+static void test_split_labels_of_format_10_still_read(void **state)
+{
+    uint32_t rewritten;
+    struct fc_store *s2 = reopened_as_before("split10", "s10", make_format_10, &rewritten);
+    char sub[128];
+    size_t typed = 0, untyped = 0;
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi sid;
+    MDB_cursor *c;
+    MDB_val k, v;
+
+    (void)state;
+    snprintf(sub, sizeof(sub), "%s/split10", dir);
+    assert_true(rewritten > 2); /* two pods, two types */
+    assert_int_equal(cpu_of(s2, "s10", "pod=\"p1\""), GO_CPU_TOTAL);
+    assert_int_equal(cpu_of(s2, "s10", "task=\"map\""), 2 * task_cpu("map"));
+    write_pods(s2, 2, 3, "s10"); /* a new base, written by this format */
+    assert_int_equal(cpu_of(s2, "s10", "pod=\"p2\""), GO_CPU_TOTAL);
+    assert_int_equal(cpu_of(s2, "s10", "task=\"map\""), 3 * task_cpu("map"));
+    fc_store_close(s2);
+    lmdb_begin(sub, MDB_RDONLY, &env, &txn);
+    assert_int_equal(mdb_dbi_open(txn, "sid", 0, &sid), 0);
+    assert_int_equal(mdb_cursor_open(txn, sid, &c), 0);
+    for (int g = mdb_cursor_get(c, &k, &v, MDB_FIRST); g == 0;
+         g = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+        bool is_typed = v.mv_size > 5 && ((const char *)v.mv_data)[5] == '\x01';
+        typed += is_typed;
+        untyped += !is_typed;
+        assert_true(is_typed != holds(v.mv_data, v.mv_size, "__profile_type__\x01"));
+    }
+    mdb_cursor_close(c);
+    mdb_txn_abort(txn);
+    mdb_env_close(env);
+    assert_int_equal(untyped, rewritten); /* the format 10 series as they were */
+    assert_true(typed > 0);               /* p2's */
+}
+
+/*
  * A format 9 store (whole labels in sid, the base in sbase, no bid) is read
  * as it was, and marked 10. New series in its bases are written whole (their
  * base has no bid); a new base's series are split.
  */
 static void test_whole_labels_of_format_9_still_read(void **state)
 {
-    struct fc_store *s2 = open_sub("whole9");
-    char sub[128], **before = NULL, **after = NULL;
-    size_t n, n_after, old_base_new = 0, new_split = 0;
     uint32_t top;
+    struct fc_store *s2 = reopened_as_before("whole9", "w9", make_format_9, &top);
+    char sub[128], **after = NULL;
+    size_t n, old_base_new = 0, new_split = 0;
     MDB_env *env;
     MDB_txn *txn;
     MDB_dbi sid, sbase;
@@ -1777,20 +1929,7 @@ static void test_whole_labels_of_format_9_still_read(void **state)
     MDB_val k, v;
 
     (void)state;
-    write_pods(s2, 0, 2, "w9");
-    n = listed(s2, "w9", "{service_name=\"svc-0\"}", &before);
-    fc_store_close(s2);
     snprintf(sub, sizeof(sub), "%s/whole9", dir);
-    top = make_format_9(sub);
-    s2 = open_sub("whole9");
-    assert_int_equal(fc_test_store_format(sub), 10);
-    n_after = listed(s2, "w9", "{service_name=\"svc-0\"}", &after);
-    assert_int_equal(n_after, n);
-    for (size_t i = 0; i < n; i++) {
-        assert_string_equal(after[i], before[i]);
-    }
-    free_listed(after, n_after);
-    free_listed(before, n);
     assert_int_equal(cpu_of(s2, "w9", "pod=\"p1\""), GO_CPU_TOTAL);
     assert_int_equal(cpu_of(s2, "w9", "task=\"map\""), 2 * task_cpu("map"));
     /* p0 again with another profile of the same labels: new series in an old base. */
@@ -1829,7 +1968,9 @@ static void test_whole_labels_of_format_9_still_read(void **state)
         }
         if (is_split) {
             new_split++;
-            assert_true(holds(v.mv_data, v.mv_size, "__profile_type__\x01"));
+            /* Format 11: the type interned, first. */
+            assert_true(v.mv_size > 5 && ((const char *)v.mv_data)[5] == '\x01');
+            assert_false(holds(v.mv_data, v.mv_size, "__profile_type__"));
         } else {
             old_base_new++;
             assert_true(holds(v.mv_data, v.mv_size, "pod\x01p0\x02"));
@@ -1907,7 +2048,7 @@ static void test_one_id_postings_of_format_7_still_read(void **state)
     assert_int_equal(pods_total(s2, "p7", 150), one);
     assert_int_equal(pods_total(s2, "p7", -1), 180 * one);
     fc_store_close(s2);
-    assert_int_equal(fc_test_store_format(sub), 10);
+    assert_int_equal(fc_test_store_format(sub), 11);
     ids = postings_layout(sub, &chunks, &short_chunks, &ones);
     assert_int_equal(ones, n_keys);
     assert_int_equal(ids, sid_label_pairs(sub));
@@ -2823,6 +2964,7 @@ int main(void)
         cmocka_unit_test(test_one_id_postings_of_format_7_still_read),
         cmocka_unit_test(test_series_labels_split_from_their_base),
         cmocka_unit_test(test_whole_labels_of_format_9_still_read),
+        cmocka_unit_test(test_split_labels_of_format_10_still_read),
         cmocka_unit_test(test_label_value_posing_as_a_label_not_split),
         cmocka_unit_test(test_compaction_rounds_old_ranges_out_to_100s),
         cmocka_unit_test(test_other_format_is_refused),
