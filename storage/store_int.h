@@ -542,6 +542,7 @@ struct packed {
     size_t frame_len;
     bool columns; /* the trees are in columns (format 7), else interleaved */
     bool bundled; /* a 10 s window whose trees are a slice of its span's bundle (format 9) */
+    bool scaled;  /* the selfs columns start with their scale (format 12) */
     uint64_t slice_off, slice_len;
 };
 

@@ -9,6 +9,9 @@
  * Format 6 and older (the bit clear), read as they are:
  *   le32 header length | header: uvarint n, n x (uvarint series, uvarint total,
  *   uvarint raw length) | one zstd frame of the n interleaved trees.
+ * Format 12 (PACKED_SCALED also set): each tree's selfs column starts with
+ * the scale its selfs are divided by (fc_tree_encode_columns); format 11
+ * and older columns hold the selfs as they are, and are read so.
  * Format 9 (PACKED_BUNDLED also set): a bundled 10 s window's entry in its
  * 100 s span's bundle (store_bundle.c), the same header followed by uvarint
  * offset, uvarint length: its content (what the frame would decompress to)
@@ -33,6 +36,8 @@
 #define PACKED_COLUMNS 0x80000000u
 /* Format 9: the trees are a slice of the 100 s span's bundle (store_bundle.c), not a frame here. */
 #define PACKED_BUNDLED 0x40000000u
+/* Format 12: the selfs columns start with their scale (fc_tree_encode_columns). */
+#define PACKED_SCALED 0x20000000u
 
 struct fc_tree *fc_store_part_of(struct parts *ps, uint32_t series)
 {
@@ -80,7 +85,11 @@ bool fc_store_packed_parse(const uint8_t *data, size_t len, struct packed *p)
     memcpy(&hlen, data, 4);
     p->columns = (hlen & PACKED_COLUMNS) != 0;
     p->bundled = (hlen & PACKED_BUNDLED) != 0;
-    hlen &= ~(PACKED_COLUMNS | PACKED_BUNDLED);
+    p->scaled = (hlen & PACKED_SCALED) != 0;
+    if (p->scaled && !p->columns) {
+        return false; /* only columns are scaled */
+    }
+    hlen &= ~(PACKED_COLUMNS | PACKED_BUNDLED | PACKED_SCALED);
     if (hlen > len - 4) {
         return false;
     }
@@ -145,7 +154,8 @@ static bool decode_columns(const struct packed *p, const uint8_t *raw, size_t si
         const uint64_t *lens = &p->raw_lens[3 * i];
         if (want == NULL || want(ctx, p->series[i])) {
             struct fc_tree_columns c = {raw + at[0],     raw + at[1],     raw + at[2],
-                                        (size_t)lens[0], (size_t)lens[1], (size_t)lens[2]};
+                                        (size_t)lens[0], (size_t)lens[1], (size_t)lens[2],
+                                        p->scaled};
             if (fc_tree_decode_columns_merge(fc_store_part_of(ps, p->series[i]), &c) != FC_OK) {
                 return false;
             }
@@ -224,7 +234,8 @@ int fc_store_packed_whole(const uint8_t *entry, const struct packed *p, const ui
                           size_t len, struct fc_buf *out)
 {
     size_t hlen = (size_t)(p->frame - entry) - 4, bound = ZSTD_compressBound(len), n;
-    uint32_t flags = (uint32_t)hlen | (p->columns ? PACKED_COLUMNS : 0);
+    uint32_t flags =
+        (uint32_t)hlen | (p->columns ? PACKED_COLUMNS : 0) | (p->scaled ? PACKED_SCALED : 0);
     int rc;
 
     fc_buf_append(out, &flags, 4);
@@ -244,7 +255,8 @@ int fc_store_packed_entry(const uint8_t *data, const struct packed *p, uint64_t 
                           struct fc_buf *out)
 {
     size_t hlen = (size_t)(p->frame - data) - 4;
-    uint32_t flags = (uint32_t)hlen | PACKED_BUNDLED | (p->columns ? PACKED_COLUMNS : 0);
+    uint32_t flags = (uint32_t)hlen | PACKED_BUNDLED | (p->columns ? PACKED_COLUMNS : 0) |
+                     (p->scaled ? PACKED_SCALED : 0);
 
     fc_buf_append(out, &flags, 4);
     fc_buf_append(out, data + 4, hlen);
@@ -281,7 +293,7 @@ int fc_store_packed_encode(const struct parts *ps, struct fc_buf *out)
     if (counts.len > 0) {
         fc_buf_append(&names, counts.data, counts.len);
     }
-    hlen = (uint32_t)header.len | PACKED_COLUMNS;
+    hlen = (uint32_t)header.len | PACKED_COLUMNS | PACKED_SCALED;
     fc_buf_append(out, &hlen, 4);
     fc_buf_append(out, header.data, header.len);
     bound = ZSTD_compressBound(names.len);

@@ -59,7 +59,9 @@ int fc_tree_decode_raw_merge(struct fc_tree *t, const uint8_t *data, size_t len)
 struct fc_tree_columns {
     const uint8_t *names, *selfs, *counts;
     size_t n_names, n_selfs, n_counts;
+    bool scaled; /* selfs start with a uvarint scale (>= 1) every self is a multiple of */
 };
+/* Scaled columns: the selfs column starts with their greatest common divisor. */
 void fc_tree_encode_columns(const struct fc_tree *t, struct fc_buf *names, struct fc_buf *selfs,
                             struct fc_buf *counts);
 int fc_tree_decode_columns_merge(struct fc_tree *t, const struct fc_tree_columns *c);

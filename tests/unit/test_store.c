@@ -652,7 +652,7 @@ static void test_corrupt_window_is_skipped(void **state)
 /* A store written in another on-disk format is refused at open, never misread. */
 static void test_other_format_is_refused(void **state)
 {
-    static const uint8_t key[] = "\0format\x0b\0"; /* the key, then le32 11 */
+    static const uint8_t key[] = "\0format\x0c\0"; /* the key, then le32 12 */
     char sub[128], path[160];
     struct fc_store_options o = {0};
     struct fc_store *s2;
@@ -669,15 +669,16 @@ static void test_other_format_is_refused(void **state)
     /* The meta value (le32 version) follows its key in the LMDB leaf. */
     snprintf(path, sizeof(path), "%s/data.mdb", sub);
     /*
-     * Format 10 (a split series' type not interned) opens, and is marked 11
-     * again; so do 9 (whole series labels), 8 (no bundles), 7 (one id per
-     * posting), 6 (interleaved trees) and 5 (no log, no links).
+     * Format 11 (selfs not scaled) opens, and is marked 12 again; so do 10 (a
+     * split series' type not interned), 9 (whole series labels), 8 (no
+     * bundles), 7 (one id per posting), 6 (interleaved trees) and 5 (no log,
+     * no links).
      */
-    for (uint8_t older = 10; older >= 5; older--) {
+    for (uint8_t older = 11; older >= 5; older--) {
         assert_true(patch_file(path, key, sizeof(key) - 1, 7, older) > 0);
         assert_int_equal(fc_store_open(&o, &s2, &err), FC_OK);
         fc_store_close(s2);
-        assert_int_equal(fc_test_store_format(sub), 11);
+        assert_int_equal(fc_test_store_format(sub), 12);
     }
     /* Then made 2: refused. */
     assert_true(patch_file(path, key, sizeof(key) - 1, 7, 2) > 0);
@@ -839,7 +840,7 @@ static void test_names_of_format_3_still_read(void **state)
     fc_store_result_release(&res);
     fc_store_close(s2);
     /* Marked format 8 at open: reopens, and an older build would refuse it. */
-    assert_int_equal(fc_test_store_format(sub), 11);
+    assert_int_equal(fc_test_store_format(sub), 12);
     release(&got);
     release(&want);
     fc_selector_release(&sel);
@@ -885,6 +886,225 @@ static void ref_interleaved(const struct fc_tree *t, struct fc_buf *out)
 }
 
 /*
+ * The store at o (holding b, go-1s-cpu, as store_go_cpu wrote it, then
+ * rewritten into an older layout) answers b's flame graph exactly from its
+ * 10 s window and over a day (the 100 s window and the links above it);
+ * b written again is merged with what the windows hold.
+ */
+static void go_cpu_read_as_written(struct fc_store_options *o, struct fc_batch *b,
+                                   const char *label)
+{
+    struct fc_store *s2;
+    struct fc_error err = {0};
+    struct fc_selector sel;
+    struct fc_store_query q = {0};
+    struct fc_store_result res;
+    struct fc_store_stats stats;
+    struct folded got = {0}, want = {0};
+    char *prefix = malloc(1 << 20);
+
+    ref_cpu_folded(b, &want);
+    assert_int_equal(fc_store_open(o, &s2, &err), FC_OK);
+    assert_int_equal(fc_selector_parse("process_cpu:cpu:nanoseconds:cpu:nanoseconds{}", &sel, &err),
+                     FC_OK);
+    q.tenant = "anonymous";
+    q.selector = &sel;
+    for (int range = 0; range < 2; range++) {
+        /* The 10 s window, then a day: the 100 s window and the links above it. */
+        q.from_ns = BASE * 1000000000LL;
+        q.until_ns = (BASE + (range == 0 ? 10 : 86400)) * 1000000000LL;
+        assert_int_equal(fc_store_select_merge(s2, &q, &res, &stats, &err), FC_OK);
+        prefix[0] = '\0';
+        tree_to_folded(&res, 0, prefix, &got);
+        assert_same(&got, &want, label);
+        assert_int_equal(fc_tree_total(&res.tree), GO_CPU_TOTAL);
+        release(&got);
+        memset(&got, 0, sizeof(got));
+        fc_store_result_release(&res);
+    }
+    /* The same profile again, into the old windows: merged at the flush. */
+    assert_int_equal(fc_store_write(s2, &b, 1, &err), FC_OK);
+    assert_int_equal(fc_store_flush(s2, &err), FC_OK);
+    for (int range = 0; range < 2; range++) {
+        q.until_ns = (BASE + (range == 0 ? 10 : 86400)) * 1000000000LL;
+        assert_int_equal(fc_store_select_merge(s2, &q, &res, &stats, &err), FC_OK);
+        assert_int_equal(fc_tree_total(&res.tree), 2 * GO_CPU_TOTAL);
+        fc_store_result_release(&res);
+    }
+    fc_store_close(s2);
+    release(&want);
+    fc_selector_release(&sel);
+    free(prefix);
+}
+
+/*
+ * A selfs column of format 12 (its scale, then each self divided by it)
+ * rewritten as format 11 wrote it (each self whole), from
+ * docs/internals/store.md: appended to out.
+ */
+static void ref_unscaled_selfs(const uint8_t *col, size_t len, struct fc_buf *out)
+{
+    const uint8_t *p = col, *end = col + len;
+    uint64_t scale = ref_uvarint(&p);
+
+    while (p < end) {
+        ref_put_uvarint(out, ref_uvarint(&p) * scale);
+    }
+}
+
+/*
+ * Every packed window of the closed store at sub rewritten with unscaled
+ * selfs and without the scaled flag (0x20000000), the version 11. Returns
+ * how many windows were scaled.
+ */
+static uint32_t make_format_11(const char *sub)
+{
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi node, meta;
+    MDB_cursor *c;
+    MDB_val k, v;
+    uint32_t n = 0;
+    struct fc_buf puts;
+
+    fc_buf_init(&puts, 0);
+    lmdb_begin(sub, 0, &env, &txn);
+    assert_int_equal(mdb_dbi_open(txn, "node", 0, &node), 0);
+    assert_int_equal(mdb_dbi_open(txn, "meta", 0, &meta), 0);
+    assert_int_equal(mdb_cursor_open(txn, node, &c), 0);
+    for (int g = mdb_cursor_get(c, &k, &v, MDB_FIRST); g == 0;
+         g = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+        const uint8_t *p = v.mv_data, *h;
+        uint32_t hlen, count, klen = (uint32_t)k.mv_size, vlen;
+        uint64_t series[64], total[64], lens[64][3];
+        size_t at = 0, size;
+        uint8_t *frame;
+        struct fc_buf header, names, selfs, counts, value;
+        if (v.mv_size == 12 && memcmp(p, "\xff\xff\xff\xff", 4) == 0) {
+            continue; /* a link: no trees */
+        }
+        memcpy(&hlen, p, 4);
+        assert_true((hlen & 0xe0000000u) == 0xa0000000u); /* columns, scaled, not bundled */
+        hlen &= 0x1fffffffu;
+        h = p + 4;
+        count = (uint32_t)ref_uvarint(&h);
+        assert_true(count <= 64);
+        fc_buf_init(&header, 0);
+        ref_put_uvarint(&header, count);
+        for (uint32_t i = 0; i < count; i++) {
+            series[i] = ref_uvarint(&h);
+            total[i] = ref_uvarint(&h);
+            for (int col = 0; col < 3; col++) {
+                lens[i][col] = ref_uvarint(&h);
+            }
+        }
+        size = ZSTD_getFrameContentSize(p + 4 + hlen, v.mv_size - 4 - hlen);
+        frame = malloc(size + 1);
+        assert_int_equal(ZSTD_decompress(frame, size, p + 4 + hlen, v.mv_size - 4 - hlen), size);
+        fc_buf_init(&names, 0);
+        fc_buf_init(&selfs, 0);
+        fc_buf_init(&counts, 0);
+        /* Every tree's names, then every tree's selfs, then their counts. */
+        for (int col = 0; col < 3; col++) {
+            for (uint32_t i = 0; i < count; i++) {
+                size_t len = (size_t)lens[i][col], before = selfs.len;
+                assert_true(at + len <= size);
+                if (col == 1) {
+                    ref_unscaled_selfs(frame + at, len, &selfs);
+                    lens[i][1] = selfs.len - before;
+                } else {
+                    fc_buf_append(col == 0 ? &names : &counts, frame + at, len);
+                }
+                at += len;
+            }
+        }
+        assert_int_equal(at, size);
+        free(frame);
+        for (uint32_t i = 0; i < count; i++) {
+            ref_put_uvarint(&header, series[i]);
+            ref_put_uvarint(&header, total[i]);
+            for (int col = 0; col < 3; col++) {
+                ref_put_uvarint(&header, lens[i][col]);
+            }
+        }
+        fc_buf_append(&names, selfs.data, selfs.len);
+        fc_buf_append(&names, counts.data, counts.len);
+        fc_buf_init(&value, 0);
+        hlen = (uint32_t)header.len | 0x80000000u;
+        fc_buf_append(&value, &hlen, 4);
+        fc_buf_append(&value, header.data, header.len);
+        assert_int_equal(fc_buf_reserve(&value, ZSTD_compressBound(names.len)), FC_OK);
+        value.len += ZSTD_compress(value.data + value.len, ZSTD_compressBound(names.len),
+                                   names.data, names.len, 3);
+        /* Kept as: key length, key, value length, value. */
+        vlen = (uint32_t)value.len;
+        fc_buf_append(&puts, &klen, 4);
+        fc_buf_append(&puts, k.mv_data, k.mv_size);
+        fc_buf_append(&puts, &vlen, 4);
+        fc_buf_append(&puts, value.data, value.len);
+        fc_buf_release(&header);
+        fc_buf_release(&names);
+        fc_buf_release(&selfs);
+        fc_buf_release(&counts);
+        fc_buf_release(&value);
+        n++;
+    }
+    mdb_cursor_close(c);
+    for (size_t off = 0; off < puts.len;) {
+        uint32_t kl, vl;
+        memcpy(&kl, puts.data + off, 4);
+        k = (MDB_val){kl, puts.data + off + 4};
+        memcpy(&vl, puts.data + off + 4 + kl, 4);
+        v = (MDB_val){vl, puts.data + off + 8 + kl};
+        assert_int_equal(mdb_put(txn, node, &k, &v, 0), 0);
+        off += 8 + kl + vl;
+    }
+    fc_buf_release(&puts);
+    lmdb_commit_format(env, txn, meta, 11);
+    return n;
+}
+
+/*
+ * A store of format 11 holds its trees' selfs whole (no scale in the selfs
+ * column, the flag clear): read exactly and marked 12; a profile written
+ * into such a window is merged, and the window is written scaled again.
+ */
+static void test_unscaled_windows_of_format_11_still_read(void **state)
+{
+    char sub[128];
+    struct fc_store_options o = {0};
+    struct fc_batch *b;
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi node;
+    MDB_cursor *c;
+    MDB_val k, v;
+    uint32_t scaled = 0;
+
+    (void)state;
+    b = store_go_cpu("format11", sub, sizeof(sub), &o);
+    assert_int_equal(make_format_11(sub), 2); /* the 10 s window and its 100 s window */
+    go_cpu_read_as_written(&o, b, "format 11");
+    assert_int_equal(fc_test_store_format(sub), 12);
+    lmdb_begin(sub, MDB_RDONLY, &env, &txn);
+    assert_int_equal(mdb_dbi_open(txn, "node", 0, &node), 0);
+    assert_int_equal(mdb_cursor_open(txn, node, &c), 0);
+    for (int g = mdb_cursor_get(c, &k, &v, MDB_FIRST); g == 0;
+         g = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+        uint32_t hlen;
+        if (v.mv_size != 12) {
+            memcpy(&hlen, v.mv_data, 4);
+            scaled += (hlen & 0x20000000u) != 0;
+        }
+    }
+    mdb_cursor_close(c);
+    mdb_txn_abort(txn);
+    mdb_env_close(env);
+    assert_int_equal(scaled, 2);
+    fc_batch_unref(b);
+}
+
+/*
  * A store of format 6 holds its packed windows' trees interleaved (node by
  * node: name, self, child count). Made here from a store of this build by
  * rewriting every packed window in that layout (written by this test from
@@ -896,14 +1116,7 @@ static void test_interleaved_windows_of_format_6_still_read(void **state)
 {
     char sub[128];
     struct fc_store_options o = {0};
-    struct fc_store *s2;
-    struct fc_error err = {0};
     struct fc_batch *b;
-    struct fc_selector sel;
-    struct fc_store_query q = {0};
-    struct fc_store_result res;
-    struct fc_store_stats stats;
-    struct folded got = {0}, want = {0};
     MDB_env *env;
     MDB_txn *txn;
     MDB_dbi node, meta;
@@ -915,7 +1128,6 @@ static void test_interleaved_windows_of_format_6_still_read(void **state)
         size_t key_len;
         struct fc_buf value;
     } rewritten[512];
-    char *prefix = malloc(1 << 20);
 
     (void)state;
     /* Closed, so flushed: level 0 and level 1 packed, the coarser levels linked. */
@@ -928,6 +1140,7 @@ static void test_interleaved_windows_of_format_6_still_read(void **state)
          g = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
         const uint8_t *p = v.mv_data, *h;
         uint32_t hlen, count;
+        bool scaled;
         struct fc_buf header, raw, *out;
         uint8_t *frame;
         size_t off = 0, size;
@@ -936,7 +1149,8 @@ static void test_interleaved_windows_of_format_6_still_read(void **state)
         }
         memcpy(&hlen, p, 4);
         n_columns += (hlen & 0x80000000u) != 0;
-        hlen &= 0x7fffffffu;
+        scaled = (hlen & 0x20000000u) != 0;
+        hlen &= 0x1fffffffu;
         h = p + 4;
         count = (uint32_t)ref_uvarint(&h);
         size = ZSTD_getFrameContentSize(p + 4 + hlen, v.mv_size - 4 - hlen);
@@ -966,7 +1180,8 @@ static void test_interleaved_windows_of_format_6_still_read(void **state)
             for (uint32_t i = 0; i < count; i++) {
                 struct fc_tree t;
                 struct fc_tree_columns cols = {frame + at[0], frame + at[1], frame + at[2],
-                                               lens[i][0],    lens[i][1],    lens[i][2]};
+                                               lens[i][0],    lens[i][1],    lens[i][2],
+                                               scaled};
                 size_t before = raw.len;
                 fc_tree_init(&t);
                 assert_int_equal(fc_tree_decode_columns_merge(&t, &cols), FC_OK);
@@ -1011,38 +1226,10 @@ static void test_interleaved_windows_of_format_6_still_read(void **state)
     }
     lmdb_commit_format(env, txn, meta, version);
 
-    ref_cpu_folded(b, &want);
-    assert_int_equal(fc_store_open(&o, &s2, &err), FC_OK);
-    assert_int_equal(fc_selector_parse("process_cpu:cpu:nanoseconds:cpu:nanoseconds{}", &sel, &err),
-                     FC_OK);
-    q.tenant = "anonymous";
-    q.selector = &sel;
-    for (int range = 0; range < 2; range++) {
-        /* The 10 s window, then a day: the 100 s window and the links above it. */
-        q.from_ns = BASE * 1000000000LL;
-        q.until_ns = (BASE + (range == 0 ? 10 : 86400)) * 1000000000LL;
-        assert_int_equal(fc_store_select_merge(s2, &q, &res, &stats, &err), FC_OK);
-        prefix[0] = '\0';
-        tree_to_folded(&res, 0, prefix, &got);
-        assert_same(&got, &want, "format 6");
-        assert_int_equal(fc_tree_total(&res.tree), GO_CPU_TOTAL);
-        release(&got);
-        memset(&got, 0, sizeof(got));
-        fc_store_result_release(&res);
-    }
-    /* The same profile again, into the interleaved windows: merged at the flush. */
-    assert_int_equal(fc_store_write(s2, &b, 1, &err), FC_OK);
-    assert_int_equal(fc_store_flush(s2, &err), FC_OK);
-    for (int range = 0; range < 2; range++) {
-        q.until_ns = (BASE + (range == 0 ? 10 : 86400)) * 1000000000LL;
-        assert_int_equal(fc_store_select_merge(s2, &q, &res, &stats, &err), FC_OK);
-        assert_int_equal(fc_tree_total(&res.tree), 2 * GO_CPU_TOTAL);
-        fc_store_result_release(&res);
-    }
-    fc_store_close(s2);
+    go_cpu_read_as_written(&o, b, "format 6");
 
-    /* Marked 8; both windows written again, in columns. */
-    assert_int_equal(fc_test_store_format(sub), 11);
+    /* Marked again; both windows written again, in columns. */
+    assert_int_equal(fc_test_store_format(sub), 12);
     lmdb_begin(sub, MDB_RDONLY, &env, &txn);
     assert_int_equal(mdb_dbi_open(txn, "node", 0, &node), 0);
     n_columns = 0;
@@ -1059,10 +1246,7 @@ static void test_interleaved_windows_of_format_6_still_read(void **state)
     assert_int_equal(n_columns, 2);
     mdb_txn_abort(txn);
     mdb_env_close(env);
-    release(&want);
-    fc_selector_release(&sel);
     fc_batch_unref(b);
-    free(prefix);
 }
 
 /* A store of its own in a subdirectory of the test's directory. */
@@ -1855,7 +2039,7 @@ static struct fc_store *reopened_as_before(const char *name, const char *tenant,
     snprintf(sub, sizeof(sub), "%s/%s", dir, name);
     *rewritten = rewrite(sub);
     s2 = open_sub(name);
-    assert_int_equal(fc_test_store_format(sub), 11);
+    assert_int_equal(fc_test_store_format(sub), 12);
     n_after = listed(s2, tenant, "{service_name=\"svc-0\"}", &after);
     assert_int_equal(n_after, n);
     for (size_t i = 0; i < n; i++) {
@@ -2048,7 +2232,7 @@ static void test_one_id_postings_of_format_7_still_read(void **state)
     assert_int_equal(pods_total(s2, "p7", 150), one);
     assert_int_equal(pods_total(s2, "p7", -1), 180 * one);
     fc_store_close(s2);
-    assert_int_equal(fc_test_store_format(sub), 11);
+    assert_int_equal(fc_test_store_format(sub), 12);
     ids = postings_layout(sub, &chunks, &short_chunks, &ones);
     assert_int_equal(ones, n_keys);
     assert_int_equal(ids, sid_label_pairs(sub));
@@ -2262,6 +2446,75 @@ static void ref_chain_window(uint32_t nodes, struct fc_buf *out)
     out->len += ZSTD_compress(out->data + out->len, ZSTD_compressBound(3 * n), raw, 3 * n, 19);
     fc_buf_release(&header);
     free(raw);
+}
+
+/*
+ * Format 12: a tree's selfs column starts with their greatest common divisor
+ * and holds each self divided by it (hand-computed bytes), and reads back
+ * multiplied; a scale of 0, or a self that the scale would carry past
+ * INT64_MAX, is refused.
+ */
+static void test_selfs_stored_divided_by_their_scale(void **state)
+{
+    static const uint32_t a[] = {3}, b[] = {5}, c[] = {5, 9};
+    static const uint8_t want_names[] = {0, 3, 2, 9}, want_selfs[] = {10, 0, 3, 0, 2};
+    static const uint8_t want_counts[] = {2, 0, 1, 0};
+    /* The same shape, scale 2^62 and a self of 4: 2^64, past INT64_MAX. */
+    static const uint8_t big[] = {0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x40, 0, 4, 0, 0};
+    static const uint8_t zero[] = {0, 0, 3, 0, 2};
+    struct fc_tree t, back;
+    struct fc_buf names, selfs, counts;
+    struct fc_tree_columns cols;
+
+    (void)state;
+    fc_tree_init(&t);
+    fc_tree_insert(&t, a, 1, 30);
+    fc_tree_insert(&t, c, 2, 20); /* 5 holds no self of its own: 9 under it does */
+    fc_tree_insert(&t, b, 1, 0);
+    fc_buf_init(&names, 0);
+    fc_buf_init(&selfs, 0);
+    fc_buf_init(&counts, 0);
+    fc_tree_encode_columns(&t, &names, &selfs, &counts);
+    assert_int_equal(names.len, sizeof(want_names));
+    assert_memory_equal(names.data, want_names, sizeof(want_names));
+    assert_int_equal(selfs.len, sizeof(want_selfs));
+    assert_memory_equal(selfs.data, want_selfs, sizeof(want_selfs));
+    assert_int_equal(counts.len, sizeof(want_counts));
+    assert_memory_equal(counts.data, want_counts, sizeof(want_counts));
+    cols = (struct fc_tree_columns){names.data, selfs.data, counts.data, names.len,
+                                    selfs.len,  counts.len, true};
+    fc_tree_init(&back);
+    assert_int_equal(fc_tree_decode_columns_merge(&back, &cols), FC_OK);
+    assert_int_equal(fc_tree_total(&back), 50);
+    assert_int_equal(back.n, t.n);
+    for (uint32_t i = 0; i < back.n; i++) {
+        assert_int_equal(back.nodes[i].name, t.nodes[i].name);
+        assert_int_equal(back.nodes[i].self, t.nodes[i].self);
+        assert_int_equal(back.nodes[i].total, t.nodes[i].total);
+    }
+    fc_tree_release(&back);
+    cols.selfs = big;
+    cols.n_selfs = sizeof(big);
+    fc_tree_init(&back);
+    assert_int_equal(fc_tree_decode_columns_merge(&back, &cols), FC_EPROTO);
+    fc_tree_release(&back);
+    cols.selfs = zero;
+    cols.n_selfs = sizeof(zero);
+    fc_tree_init(&back);
+    assert_int_equal(fc_tree_decode_columns_merge(&back, &cols), FC_EPROTO);
+    fc_tree_release(&back);
+    /* Selfs with no common divisor above 1 are kept whole: scale 1. */
+    fc_tree_insert(&t, a, 1, 7);
+    fc_buf_reset(&selfs);
+    fc_buf_reset(&names);
+    fc_buf_reset(&counts);
+    fc_tree_encode_columns(&t, &names, &selfs, &counts);
+    assert_int_equal(selfs.len, 5);
+    assert_memory_equal(selfs.data, "\x01\x00\x25\x00\x14", 5); /* 1; 0, 37, 0, 20 */
+    fc_buf_release(&names);
+    fc_buf_release(&selfs);
+    fc_buf_release(&counts);
+    fc_tree_release(&t);
 }
 
 /*
@@ -2970,12 +3223,14 @@ int main(void)
         cmocka_unit_test(test_other_format_is_refused),
         cmocka_unit_test(test_names_of_format_3_still_read),
         cmocka_unit_test(test_interleaved_windows_of_format_6_still_read),
+        cmocka_unit_test(test_unscaled_windows_of_format_11_still_read),
         cmocka_unit_test(test_tenants_do_not_mix),
         cmocka_unit_test(test_selector_errors),
         cmocka_unit_test(test_corrupt_window_is_skipped),
         cmocka_unit_test(test_retention_deletes_old_windows_and_frees_pages),
         cmocka_unit_test(test_deep_stack_round_trips),
         cmocka_unit_test(test_hostile_trees_refused),
+        cmocka_unit_test(test_selfs_stored_divided_by_their_scale),
         cmocka_unit_test(test_sums_saturate),
         cmocka_unit_test(test_series_step),
         cmocka_unit_test(test_full_store_recovers),
