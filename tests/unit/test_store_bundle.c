@@ -706,7 +706,7 @@ static void test_bundles_shrink_a_pod(void **state)
     size_t len[3];
     struct fc_store *s = fc_test_store_open(dir, "shrink");
     struct fc_error err = {0};
-    int64_t before[4], used_before, used_after;
+    int64_t before[4], aligned[4], used_before, used_after;
     uint64_t n = 0;
     char path[512];
 
@@ -729,6 +729,8 @@ static void test_bundles_shrink_a_pod(void **state)
         before[r] =
             total(s, CPU "{service_name=\"shrink\"}", BASE + 130 * r + 10, BASE + 3600 - 270 * r);
         assert_true(before[r] > 0);
+        aligned[r] =
+            total(s, CPU "{service_name=\"shrink\"}", BASE + 100 * r, BASE + 3600 - 100 * r);
     }
     used_before = fc_store_used_bytes(s);
     assert_int_equal(fc_store_bundle_before(s, BASE + 3600, 0, &n, &err), FC_OK);
@@ -742,6 +744,17 @@ static void test_bundles_shrink_a_pod(void **state)
     print_message("pages in use %lld -> %lld bytes bundled\n", (long long)used_before,
                   (long long)used_after);
     assert_true(used_after * 4 < used_before * 3);
+    /*
+     * Compacted: the 100 s windows stored whole again from their bundles
+     * (their trees' selfs divided by the sampling period, format 12) answer
+     * every 100 s range as before.
+     */
+    assert_int_equal(fc_store_compact_before(s, BASE + 3600, &n, &err), FC_OK);
+    for (int r = 0; r < 4; r++) {
+        assert_int_equal(
+            total(s, CPU "{service_name=\"shrink\"}", BASE + 100 * r, BASE + 3600 - 100 * r),
+            aligned[r]);
+    }
     fc_store_close(s);
     for (int k = 0; k < 3; k++) {
         free(data[k]);
