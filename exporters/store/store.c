@@ -451,11 +451,11 @@ static int store_start(struct fc_exporter *self, struct fc_host *host, struct fc
         return fc_error_wrap(err, "query");
     }
     x->next_retention_ns = fc_now_mono_ns(); /* a first pass at start */
+    store_gauges(x); /* caps and sizes from the start, not from the first write group */
     if (pthread_create(&x->writer, NULL, writer_main, x) != 0) {
         return fc_errorf(err, FC_EIO, "cannot start the writer thread");
     }
     x->writer_started = true;
-    fc_metric_set(x->disk_bytes, fc_store_disk_bytes(x->store));
     fc_metric_set(x->used_bytes, fc_store_used_bytes(x->store));
     fc_log_info(self->id, "store at %s (sync %s)", x->cfg->path,
                 x->cfg->sync == FC_SYNC_BATCH    ? "batch"

@@ -148,6 +148,45 @@ class SelectSeriesStepTest(unittest.TestCase):
         self.assert_serves()
 
 
+CAPS = """
+receivers:
+  pprof:
+    endpoint: 127.0.0.1:{port}
+exporters:
+  store:
+    path: {dir}/data
+    open_windows_max_size: 3MiB
+    id_cache_max_size: 1MiB
+    bundle_cache_max_size: 5MiB
+    query:
+      endpoint: 127.0.0.1:{port}
+service:
+  pipelines:
+    profiles:
+      receivers: [pprof]
+      exporters: [store]
+  telemetry:
+    metrics:
+      endpoint: 127.0.0.1:{metrics}
+"""
+
+
+class CacheGaugesTest(unittest.TestCase):
+    def test_caps_are_in_metrics_before_any_write(self):
+        # The caps as configured (hand-computed bytes) from the start, not
+        # 0 until a first write group sets them.
+        with Collector(CAPS) as c:
+            label = 'exporter="store"'
+            self.assertEqual(c.metric("flamecol_store_open_windows_max_bytes", label),
+                             3 * 1024 * 1024)
+            self.assertEqual(c.metric("flamecol_store_id_cache_max_bytes", label),
+                             1024 * 1024)
+            self.assertEqual(c.metric("flamecol_store_bundle_cache_max_bytes", label),
+                             5 * 1024 * 1024)
+            self.assertEqual(c.metric("flamecol_store_bundle_cache_bytes", label), 0)
+            self.assertEqual(c.metric("flamecol_store_open_windows_bytes", label), 0)
+
+
 class FullStoreTest(unittest.TestCase):
     def test_full_store_heals_by_its_own_retention(self):
         with Collector(LIMITED) as c:
