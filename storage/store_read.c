@@ -706,6 +706,34 @@ static bool has_data(struct reader *r, uint32_t series, int64_t from_s, int64_t 
     return m.found;
 }
 
+static int by_string(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/*
+ * Sorts v and frees repeats: since format 13 a series is one per base, so
+ * the same labels can be two series when a label came from the profile in
+ * one push and from a sample in another (two bases).
+ */
+static void unique_labels(char **v, size_t *n)
+{
+    size_t kept = 0;
+
+    if (*n == 0) {
+        return;
+    }
+    qsort(v, *n, sizeof(*v), by_string);
+    for (size_t i = 0; i < *n; i++) {
+        if (kept > 0 && strcmp(v[kept - 1], v[i]) == 0) {
+            free(v[i]);
+        } else {
+            v[kept++] = v[i];
+        }
+    }
+    *n = kept;
+}
+
 int fc_store_series_labels(struct fc_store *s, const char *tenant,
                            const struct fc_selector *selectors, size_t n_selectors, int64_t from_ns,
                            int64_t until_ns, char ***out, size_t *n, struct fc_error *err)
@@ -756,6 +784,7 @@ int fc_store_series_labels(struct fc_store *s, const char *tenant,
     }
     end_read(&r);
     free(all.v);
+    unique_labels(*out, n);
     return rc;
 }
 
@@ -881,11 +910,6 @@ void fc_store_timeseries_free(struct fc_store_timeseries *v, size_t n)
         free(v[i].buckets);
     }
     free(v);
-}
-
-static int by_string(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
 static int scan_strings(struct fc_store *s, int db, const struct key *prefix, size_t key_len,

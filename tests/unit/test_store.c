@@ -652,7 +652,7 @@ static void test_corrupt_window_is_skipped(void **state)
 /* A store written in another on-disk format is refused at open, never misread. */
 static void test_other_format_is_refused(void **state)
 {
-    static const uint8_t key[] = "\0format\x0c\0"; /* the key, then le32 12 */
+    static const uint8_t key[] = "\0format\x0d\0"; /* the key, then le32 13 */
     char sub[128], path[160];
     struct fc_store_options o = {0};
     struct fc_store *s2;
@@ -669,16 +669,16 @@ static void test_other_format_is_refused(void **state)
     /* The meta value (le32 version) follows its key in the LMDB leaf. */
     snprintf(path, sizeof(path), "%s/data.mdb", sub);
     /*
-     * Format 11 (selfs not scaled) opens, and is marked 12 again; so do 10 (a
-     * split series' type not interned), 9 (whole series labels), 8 (no
-     * bundles), 7 (one id per posting), 6 (interleaved trees) and 5 (no log,
-     * no links).
+     * Format 12 (series keyed by h128 of their labels) opens, and is marked
+     * 13 again; so do 11 (selfs not scaled), 10 (a split series' type not
+     * interned), 9 (whole series labels), 8 (no bundles), 7 (one id per
+     * posting), 6 (interleaved trees) and 5 (no log, no links).
      */
-    for (uint8_t older = 11; older >= 5; older--) {
+    for (uint8_t older = 12; older >= 5; older--) {
         assert_true(patch_file(path, key, sizeof(key) - 1, 7, older) > 0);
         assert_int_equal(fc_store_open(&o, &s2, &err), FC_OK);
         fc_store_close(s2);
-        assert_int_equal(fc_test_store_format(sub), 12);
+        assert_int_equal(fc_test_store_format(sub), 13);
     }
     /* Then made 2: refused. */
     assert_true(patch_file(path, key, sizeof(key) - 1, 7, 2) > 0);
@@ -840,7 +840,7 @@ static void test_names_of_format_3_still_read(void **state)
     fc_store_result_release(&res);
     fc_store_close(s2);
     /* Marked format 8 at open: reopens, and an older build would refuse it. */
-    assert_int_equal(fc_test_store_format(sub), 12);
+    assert_int_equal(fc_test_store_format(sub), 13);
     release(&got);
     release(&want);
     fc_selector_release(&sel);
@@ -1066,7 +1066,7 @@ static uint32_t make_format_11(const char *sub)
 
 /*
  * A store of format 11 holds its trees' selfs whole (no scale in the selfs
- * column, the flag clear): read exactly and marked 12; a profile written
+ * column, the flag clear): read exactly and marked as this build's format; a profile written
  * into such a window is merged, and the window is written scaled again.
  */
 static void test_unscaled_windows_of_format_11_still_read(void **state)
@@ -1085,7 +1085,7 @@ static void test_unscaled_windows_of_format_11_still_read(void **state)
     b = store_go_cpu("format11", sub, sizeof(sub), &o);
     assert_int_equal(make_format_11(sub), 2); /* the 10 s window and its 100 s window */
     go_cpu_read_as_written(&o, b, "format 11");
-    assert_int_equal(fc_test_store_format(sub), 12);
+    assert_int_equal(fc_test_store_format(sub), 13);
     lmdb_begin(sub, MDB_RDONLY, &env, &txn);
     assert_int_equal(mdb_dbi_open(txn, "node", 0, &node), 0);
     assert_int_equal(mdb_cursor_open(txn, node, &c), 0);
@@ -1229,7 +1229,7 @@ static void test_interleaved_windows_of_format_6_still_read(void **state)
     go_cpu_read_as_written(&o, b, "format 6");
 
     /* Marked again; both windows written again, in columns. */
-    assert_int_equal(fc_test_store_format(sub), 12);
+    assert_int_equal(fc_test_store_format(sub), 13);
     lmdb_begin(sub, MDB_RDONLY, &env, &txn);
     assert_int_equal(mdb_dbi_open(txn, "node", 0, &node), 0);
     n_columns = 0;
@@ -2022,7 +2022,7 @@ static uint32_t make_format_9(const char *sub)
 
 /*
  * Two pods written into store `name` (tenant), the store rewritten by
- * rewrite (into an older format), then reopened: marked 11 and listing
+ * rewrite (into an older format), then reopened: marked as this build's format and listing
  * every series as before. *rewritten: what rewrite returned.
  */
 static struct fc_store *reopened_as_before(const char *name, const char *tenant,
@@ -2039,7 +2039,7 @@ static struct fc_store *reopened_as_before(const char *name, const char *tenant,
     snprintf(sub, sizeof(sub), "%s/%s", dir, name);
     *rewritten = rewrite(sub);
     s2 = open_sub(name);
-    assert_int_equal(fc_test_store_format(sub), 12);
+    assert_int_equal(fc_test_store_format(sub), 13);
     n_after = listed(s2, tenant, "{service_name=\"svc-0\"}", &after);
     assert_int_equal(n_after, n);
     for (size_t i = 0; i < n; i++) {
@@ -2053,7 +2053,7 @@ static struct fc_store *reopened_as_before(const char *name, const char *tenant,
 
 /*
  * Format 10 (a split series' __profile_type__ kept as a label in sid) is
- * read as it was and marked 11: every listing equal, selectors on the type
+ * read as it was and marked as this build's format: every listing equal, selectors on the type
  * (cpu_of selects process_cpu) and on labels give the decoded totals; the
  * series written after it have their type interned.
  */
@@ -2095,9 +2095,201 @@ static void test_split_labels_of_format_10_still_read(void **state)
     assert_true(typed > 0);               /* p2's */
 }
 
+/* The `series` entries of the closed store at sub, by key length after the tenant. */
+static void series_keys(const char *sub, size_t tenant_len, size_t *by_base, size_t *by_h128)
+{
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi series, sid;
+    MDB_cursor *c;
+    MDB_val k, v;
+
+    *by_base = *by_h128 = 0;
+    lmdb_begin(sub, MDB_RDONLY, &env, &txn);
+    assert_int_equal(mdb_dbi_open(txn, "series", 0, &series), 0);
+    assert_int_equal(mdb_dbi_open(txn, "sid", 0, &sid), 0);
+    assert_int_equal(mdb_cursor_open(txn, series, &c), 0);
+    for (int g = mdb_cursor_get(c, &k, &v, MDB_FIRST); g == 0;
+         g = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+        if (k.mv_size == tenant_len + 1 + 12) {
+            /* be32(base) h64(labels): the base is the one the series' sid names. */
+            uint8_t id_key[64];
+            MDB_val ik, iv;
+            assert_int_equal(v.mv_size, 4);
+            memcpy(id_key, k.mv_data, tenant_len + 1);
+            memcpy(id_key + tenant_len + 1, v.mv_data, 4);
+            ik = (MDB_val){tenant_len + 5, id_key};
+            assert_int_equal(mdb_get(txn, sid, &ik, &iv), 0);
+            assert_true(iv.mv_size >= 5 && ((const uint8_t *)iv.mv_data)[0] == 0);
+            assert_memory_equal((const uint8_t *)iv.mv_data + 1,
+                                (const uint8_t *)k.mv_data + tenant_len + 1, 4);
+            (*by_base)++;
+        } else {
+            assert_int_equal(k.mv_size, tenant_len + 1 + 16);
+            (*by_h128)++;
+        }
+    }
+    mdb_cursor_close(c);
+    mdb_txn_abort(txn);
+    mdb_env_close(env);
+}
+
+/* How many series the closed store at sub holds (its sid entries). */
+static size_t sid_count(const char *sub)
+{
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi sid;
+    MDB_stat st;
+
+    lmdb_begin(sub, MDB_RDONLY, &env, &txn);
+    assert_int_equal(mdb_dbi_open(txn, "sid", 0, &sid), 0);
+    assert_int_equal(mdb_stat(txn, sid, &st), 0);
+    mdb_txn_abort(txn);
+    mdb_env_close(env);
+    return st.ms_entries;
+}
+
+/*
+ * Format 13: a series is keyed by its base and h64 of its labels (its
+ * base's series side by side); the service aggregates keep their h128 keys.
+ */
+static void test_series_keyed_by_their_base(void **state)
+{
+    struct fc_store *s2 = open_sub("bybase");
+    char sub[128];
+    size_t by_base, by_h128;
+
+    (void)state;
+    write_pods(s2, 0, 3, "kb");
+    fc_store_close(s2);
+    snprintf(sub, sizeof(sub), "%s/bybase", dir);
+    series_keys(sub, strlen("kb"), &by_base, &by_h128);
+    assert_int_equal(by_base, sid_count(sub));
+    assert_int_equal(by_h128, 2); /* the service aggregate's series: one per type */
+}
+
+/*
+ * Format 12 keyed a series by h128 of its labels alone. Made here from a
+ * store of this build (the labels whole again: make_format_10, then each
+ * series' base labels and its own merged, hashed as XXH3-128 of the
+ * canonical bytes, big-endian high then low): every series is found again
+ * by its old key, none is made twice, and what is written adds to them.
+ */
+static void test_series_of_format_12_still_found(void **state)
+{
+    struct fc_store *s2 = open_sub("h128");
+    char sub[128];
+    size_t n, by_base, by_h128;
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi series, sid, bid, meta;
+    MDB_cursor *c;
+    MDB_val k, v;
+    struct fc_buf keys;
+
+    (void)state;
+    write_pods(s2, 0, 2, "h1");
+    fc_store_close(s2);
+    snprintf(sub, sizeof(sub), "%s/h128", dir);
+    make_format_10(sub);
+    n = sid_count(sub);
+    fc_buf_init(&keys, 0);
+    lmdb_begin(sub, 0, &env, &txn);
+    assert_int_equal(mdb_dbi_open(txn, "series", 0, &series), 0);
+    assert_int_equal(mdb_dbi_open(txn, "sid", 0, &sid), 0);
+    assert_int_equal(mdb_dbi_open(txn, "bid", 0, &bid), 0);
+    assert_int_equal(mdb_dbi_open(txn, "meta", 0, &meta), 0);
+    assert_int_equal(mdb_cursor_open(txn, series, &c), 0);
+    for (int g = mdb_cursor_get(c, &k, &v, MDB_FIRST); g == 0;
+         g = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+        if (k.mv_size == strlen("h1") + 1 + 12) {
+            fc_buf_append(&keys, k.mv_data, k.mv_size); /* deleted below */
+        }
+    }
+    mdb_cursor_close(c);
+    for (size_t at = 0; at < keys.len; at += strlen("h1") + 13) {
+        uint8_t key[64], id_key[64], base_key[64];
+        MDB_val kk = {strlen("h1") + 13, keys.data + at}, idv, iv, bv;
+        struct fc_buf whole;
+        XXH128_hash_t h;
+        assert_int_equal(mdb_get(txn, series, &kk, &idv), 0);
+        memcpy(id_key, kk.mv_data, 3);
+        memcpy(id_key + 3, idv.mv_data, 4);
+        iv = (MDB_val){7, id_key};
+        assert_int_equal(mdb_get(txn, sid, &iv, &iv), 0);
+        memcpy(base_key, kk.mv_data, 3);
+        memcpy(base_key + 3, (const uint8_t *)iv.mv_data + 1, 4);
+        bv = (MDB_val){7, base_key};
+        assert_int_equal(mdb_get(txn, bid, &bv, &bv), 0);
+        fc_buf_init(&whole, 0);
+        whole_labels(bv.mv_data, bv.mv_size, (const uint8_t *)iv.mv_data + 5, iv.mv_size - 5,
+                     &whole);
+        h = XXH3_128bits(whole.data, whole.len);
+        memcpy(key, kk.mv_data, 3);
+        for (int i = 0; i < 8; i++) {
+            key[3 + i] = (uint8_t)(h.high64 >> (56 - 8 * i));
+            key[11 + i] = (uint8_t)(h.low64 >> (56 - 8 * i));
+        }
+        {
+            uint8_t id[4];
+            MDB_val ok = {19, key}, ov = {4, id};
+            memcpy(id, idv.mv_data, 4);
+            assert_int_equal(mdb_del(txn, series, &kk, NULL), 0);
+            assert_int_equal(mdb_put(txn, series, &ok, &ov, 0), 0);
+        }
+        fc_buf_release(&whole);
+    }
+    fc_buf_release(&keys);
+    lmdb_commit_format(env, txn, meta, 12);
+    series_keys(sub, strlen("h1"), &by_base, &by_h128);
+    assert_int_equal(by_base, 0);
+    assert_int_equal(by_h128, n + 2);
+    s2 = open_sub("h128");
+    assert_int_equal(fc_test_store_format(sub), 13);
+    write_pods(s2, 0, 2, "h1"); /* the same pods again: the same series */
+    assert_int_equal(cpu_of(s2, "h1", "pod=\"p1\""), 2 * GO_CPU_TOTAL);
+    assert_int_equal(cpu_of(s2, "h1", "task=\"map\""), 4 * task_cpu("map"));
+    fc_store_close(s2);
+    assert_int_equal(sid_count(sub), n);
+    series_keys(sub, strlen("h1"), &by_base, &by_h128);
+    assert_int_equal(by_base, 0);
+}
+
+/*
+ * The same labels from two bases: "task" a sample label in one push and
+ * the profile's own in the other (every sample then has task=map). Each
+ * base keeps its own series (format 13), so a selector finds both pushes'
+ * samples, and the labels are listed once.
+ */
+static void test_same_labels_from_two_bases(void **state)
+{
+    struct fc_store *s2 = open_sub("twobases");
+    struct fc_batch *a = load_pod(0, BASE, "tb"), *b = load_pod(0, BASE, "tb");
+    struct fc_error err = {0};
+    char **v = NULL;
+    size_t n;
+
+    (void)state;
+    assert_int_equal(fc_profile_set_label(b, &b->profiles[0], "task", "map"), FC_OK);
+    assert_int_equal(fc_store_write(s2, &a, 1, &err), FC_OK);
+    assert_int_equal(fc_store_write(s2, &b, 1, &err), FC_OK);
+    assert_int_equal(cpu_of(s2, "tb", "task=\"map\""), task_cpu("map") + GO_CPU_TOTAL);
+    assert_int_equal(cpu_of(s2, "tb", "pod=\"p0\""), 2 * GO_CPU_TOTAL);
+    n = listed(s2, "tb", "{task=\"map\"}", &v);
+    assert_true(n > 0);
+    for (size_t i = 1; i < n; i++) {
+        assert_true(strcmp(v[i - 1], v[i]) < 0); /* sorted, none twice */
+    }
+    free_listed(v, n);
+    fc_batch_unref(a);
+    fc_batch_unref(b);
+    fc_store_close(s2);
+}
+
 /*
  * A format 9 store (whole labels in sid, the base in sbase, no bid) is read
- * as it was, and marked 10. New series in its bases are written whole (their
+ * as it was, and marked as this build's format. New series in its bases are written whole (their
  * base has no bid); a new base's series are split.
  */
 static void test_whole_labels_of_format_9_still_read(void **state)
@@ -2232,7 +2424,7 @@ static void test_one_id_postings_of_format_7_still_read(void **state)
     assert_int_equal(pods_total(s2, "p7", 150), one);
     assert_int_equal(pods_total(s2, "p7", -1), 180 * one);
     fc_store_close(s2);
-    assert_int_equal(fc_test_store_format(sub), 12);
+    assert_int_equal(fc_test_store_format(sub), 13);
     ids = postings_layout(sub, &chunks, &short_chunks, &ones);
     assert_int_equal(ones, n_keys);
     assert_int_equal(ids, sid_label_pairs(sub));
@@ -3218,6 +3410,9 @@ int main(void)
         cmocka_unit_test(test_series_labels_split_from_their_base),
         cmocka_unit_test(test_whole_labels_of_format_9_still_read),
         cmocka_unit_test(test_split_labels_of_format_10_still_read),
+        cmocka_unit_test(test_series_keyed_by_their_base),
+        cmocka_unit_test(test_series_of_format_12_still_found),
+        cmocka_unit_test(test_same_labels_from_two_bases),
         cmocka_unit_test(test_label_value_posing_as_a_label_not_split),
         cmocka_unit_test(test_compaction_rounds_old_ranges_out_to_100s),
         cmocka_unit_test(test_other_format_is_refused),
