@@ -90,22 +90,28 @@ bool fc_store_sid_parse(const void *value, size_t len, struct series_labels *out
     out->split = true;
     out->base_id = be32((const uint8_t *)value + 1);
     *type = 0;
-    if (own < end && own[0] == TYPE_MARK) {
-        /* The interned type: an empty name, then 1 to 8 hex digits. */
-        hex_end = memchr(own + 1, '\x02', (size_t)(end - own - 1));
-        if (hex_end == NULL || hex_end == own + 1 || hex_end - own - 1 > 8) {
-            return false;
-        }
-        for (const char *h = own + 1; h < hex_end; h++) {
+    /*
+     * The interned type: an empty name, then 1 to 8 hex digits. Anything
+     * else after a leading 0x01 is a format 10 label whose name starts with
+     * that byte (only an empty key is dropped): its text up to the first
+     * 0x02 holds the name's 0x01 separator, never hex digits alone.
+     */
+    hex_end =
+        own < end && own[0] == TYPE_MARK ? memchr(own + 1, '\x02', (size_t)(end - own - 1)) : NULL;
+    if (hex_end != NULL && hex_end > own + 1 && hex_end - own - 1 <= 8) {
+        const char *h = own + 1;
+        for (; h < hex_end; h++) {
             int d = *h >= '0' && *h <= '9' ? *h - '0' : *h >= 'a' && *h <= 'f' ? *h - 'a' + 10 : -1;
             if (d < 0) {
-                return false;
+                break;
             }
             id = id << 4 | (uint32_t)d;
         }
-        out->typed = true;
-        *type = id;
-        own = hex_end + 1;
+        if (h == hex_end) {
+            out->typed = true;
+            *type = id;
+            own = hex_end + 1;
+        }
     }
     out->own = own;
     out->own_len = (size_t)(end - own);

@@ -199,11 +199,11 @@ static int base_id(struct writer *w, const struct label *labels, size_t n, uint3
  * no name is in both parts (a value holding 0x02 name 0x01 reads as one
  * more label: split, it could shadow the base's); else all of them (then
  * `sbase` holds the base). Its `__profile_type__` is interned as a symbol
- * (format 11). A symbol that cannot be written leaves it whole (the
- * transaction's next put then fails with the same error).
+ * (format 11); a symbol that cannot be written is the write's error.
+ * *split: whether out holds the split value.
  */
-static bool split_sid(struct writer *w, uint32_t base, const struct fc_buf *base_canon,
-                      const struct fc_buf *canon, struct fc_buf *out)
+static int split_sid(struct writer *w, uint32_t base, const struct fc_buf *base_canon,
+                     const struct fc_buf *canon, struct fc_buf *out, bool *split)
 {
     struct key k;
     MDB_val kv, v;
@@ -213,26 +213,28 @@ static bool split_sid(struct writer *w, uint32_t base, const struct fc_buf *base
     size_t type_len = 0;
     uint32_t type_sym = 0, parsed_type = 0;
     const uint32_t *typed = NULL;
-    bool same;
+    int rc;
 
     key_tenant(&k, w->tenant);
     key_be32(&k, base);
     kv = val(k.b, k.n);
     if (mdb_get(w->txn, w->s->db[DB_BID], &kv, &v) != 0 || v.mv_size != base_canon->len ||
         (v.mv_size > 0 && memcmp(v.mv_data, base_canon->data, v.mv_size) != 0)) {
-        return false; /* a base made before format 10 */
+        *split = false; /* a base made before format 10 */
+        return FC_OK;
     }
     /* Format 11: the type's value interned (about 45 bytes a series at 10,000 pods of one). */
     if (fc_store_canon_value((const char *)canon->data, canon->len, "__profile_type__", &type,
                              &type_len)) {
-        if (symbol(w, type, type_len, &type_sym) != FC_OK) {
-            return false;
+        if ((rc = symbol(w, type, type_len, &type_sym)) != FC_OK) {
+            return rc; /* LMDB's error (a full map): the transaction takes no more puts */
         }
         typed = &type_sym;
     }
     fc_store_series_split(base_canon, canon, base, typed, out);
     if (!fc_store_sid_parse(out->data, out->len, &l, &parsed_type) || parsed_type != type_sym) {
-        return false;
+        *split = false;
+        return FC_OK;
     }
     l.base = (const char *)base_canon->data;
     l.base_len = base_canon->len;
@@ -240,11 +242,11 @@ static bool split_sid(struct writer *w, uint32_t base, const struct fc_buf *base
     l.type_len = type_len;
     fc_buf_init(&back, 0);
     fc_store_series_canonical(&l, &back);
-    same = back.len == canon->len &&
-           (back.len == 0 || memcmp(back.data, canon->data, back.len) == 0) &&
-           !fc_store_series_shadowed(&l);
+    *split = back.len == canon->len &&
+             (back.len == 0 || memcmp(back.data, canon->data, back.len) == 0) &&
+             !fc_store_series_shadowed(&l);
     fc_buf_release(&back);
-    return same;
+    return FC_OK;
 }
 
 static int series_id(struct writer *w, const struct label *labels, size_t n, uint32_t base,
@@ -295,14 +297,16 @@ static int series_id(struct writer *w, const struct label *labels, size_t n, uin
         uint8_t bb[4] = {(uint8_t)(base >> 24), (uint8_t)(base >> 16), (uint8_t)(base >> 8),
                          (uint8_t)base};
         struct fc_buf split;
+        bool is_split = false;
         rc = fc_store_put_empty(w, DB_SERIES, &k, be, 4);
         key_tenant(&idk, w->tenant);
         key_be32(&idk, *id);
         fc_buf_init(&split, 0);
-        if (split_sid(w, base, base_canon, &canon, &split)) {
-            rc = rc ? rc : fc_store_put_empty(w, DB_SID, &idk, split.data, split.len);
-        } else {
-            rc = rc ? rc : fc_store_put_empty(w, DB_SID, &idk, canon.data, canon.len);
+        rc = rc ? rc : split_sid(w, base, base_canon, &canon, &split, &is_split);
+        if (rc == FC_OK && is_split) {
+            rc = fc_store_put_empty(w, DB_SID, &idk, split.data, split.len);
+        } else if (rc == FC_OK) {
+            rc = fc_store_put_empty(w, DB_SID, &idk, canon.data, canon.len);
             rc = rc ? rc : fc_store_put_empty(w, DB_SBASE, &idk, bb, 4);
         }
         fc_buf_release(&split);

@@ -2095,6 +2095,56 @@ static void test_split_labels_of_format_10_still_read(void **state)
     assert_true(typed > 0);               /* p2's */
 }
 
+/*
+ * A format 10 split series whose first own label's name starts with 0x01
+ * (only an empty sample key is dropped): its own part starts with the byte
+ * that marks an interned type since format 11, but is no type (its text up
+ * to the first 0x02 holds the name's separator). Read as it was, never
+ * counted as corrupt (found by review: such a series vanished).
+ */
+static void test_format_10_label_starting_with_0x01_still_read(void **state)
+{
+    struct fc_store *s2 = open_sub("mark10");
+    struct fc_batch *b = load_pod(0, BASE, "m10");
+    struct fc_profile *p = &b->profiles[0];
+    struct fc_attr a = {0};
+    uint32_t id, idx[64];
+    struct fc_error err = {0};
+    char sub[128], **before = NULL, **after = NULL;
+    size_t n, n_after;
+
+    (void)state;
+    assert_int_equal(fc_dict_cstring(b, "\x01k", &a.key), FC_OK);
+    assert_int_equal(fc_dict_cstring(b, "v", &a.v.str), FC_OK);
+    a.kind = FC_ATTR_STR;
+    assert_int_equal(fc_dict_attr(b, &a, &id), FC_OK);
+    for (uint32_t i = 0; i < p->n_samples; i++) {
+        struct fc_sample *smp = &p->samples[i];
+        assert_true(smp->attrs.n < 63);
+        memcpy(idx, fc_span_idx(b, smp->attrs), smp->attrs.n * sizeof(uint32_t));
+        idx[smp->attrs.n] = id;
+        assert_int_equal(fc_dict_span(b, idx, smp->attrs.n + 1, &smp->attrs), FC_OK);
+    }
+    assert_int_equal(fc_store_write(s2, &b, 1, &err), FC_OK);
+    fc_batch_unref(b);
+    n = listed(s2, "m10", "{pod=\"p0\"}", &before);
+    assert_true(n > 0);
+    fc_store_close(s2);
+    snprintf(sub, sizeof(sub), "%s/mark10", dir);
+    assert_int_equal(make_format_10(sub), n); /* each own part now starts with "\x01k\x01v\x02" */
+    s2 = open_sub("mark10");
+    n_after = listed(s2, "m10", "{pod=\"p0\"}", &after);
+    assert_int_equal(n_after, n);
+    for (size_t i = 0; i < n; i++) {
+        assert_string_equal(after[i], before[i]);
+    }
+    free_listed(after, n_after);
+    free_listed(before, n);
+    assert_int_equal(cpu_of(s2, "m10", "pod=\"p0\""), GO_CPU_TOTAL);
+    assert_int_equal(fc_store_corrupt_windows(s2), 0);
+    fc_store_close(s2);
+}
+
 /* The `series` entries of the closed store at sub, by key length after the tenant. */
 static void series_keys(const char *sub, size_t tenant_len, size_t *by_base, size_t *by_h128)
 {
@@ -3410,6 +3460,7 @@ int main(void)
         cmocka_unit_test(test_series_labels_split_from_their_base),
         cmocka_unit_test(test_whole_labels_of_format_9_still_read),
         cmocka_unit_test(test_split_labels_of_format_10_still_read),
+        cmocka_unit_test(test_format_10_label_starting_with_0x01_still_read),
         cmocka_unit_test(test_series_keyed_by_their_base),
         cmocka_unit_test(test_series_of_format_12_still_found),
         cmocka_unit_test(test_same_labels_from_two_bases),
