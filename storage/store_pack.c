@@ -36,7 +36,12 @@
 #define PACKED_COLUMNS 0x80000000u
 /* Format 9: the trees are a slice of the 100 s span's bundle (store_bundle.c), not a frame here. */
 #define PACKED_BUNDLED 0x40000000u
-/* Format 12: the selfs columns start with their scale (fc_tree_encode_columns). */
+/*
+ * Format 12: the selfs columns start with their scale (fc_tree_encode_columns).
+ * The same bit as FC_STORE_BUNDLED_MARKER, whose le32 is exactly that: a
+ * packed value with it always has PACKED_COLUMNS too, and a value with it
+ * alone is refused here, so neither is taken for the other.
+ */
 #define PACKED_SCALED 0x20000000u
 
 struct fc_tree *fc_store_part_of(struct parts *ps, uint32_t series)
