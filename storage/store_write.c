@@ -249,41 +249,139 @@ static int split_sid(struct writer *w, uint32_t base, const struct fc_buf *base_
     return FC_OK;
 }
 
+/*
+ * Format 13: a base's series are one `series` value, keyed (tenant, be32
+ * base): entries of be64 h64(canonical labels) be32 id, sorted by hash, at
+ * most BASE_SERIES_MAX of them; a base's further series have a key each,
+ * (tenant, be32 base, be64 h64). At 10,000 pods of one profile each (about
+ * 35 series a pod) one key a series, h128 of its labels, took about 59
+ * bytes of pages a series (25 MB keyed by base and hash: half-full leaves)
+ * and a new pod dirtied a leaf page per series; a pod's value takes about
+ * 12 bytes a series and one page write. Series made before (h128 of their
+ * labels, 16 bytes after the tenant) are still found by that key.
+ */
+#define BASE_SERIES_MAX 256
+#define BASE_SERIES_ENTRY 12
+
+static uint64_t be64_at(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++) {
+        v = v << 8 | p[i];
+    }
+    return v;
+}
+
+/*
+ * In a base's series value v (its size a multiple of BASE_SERIES_ENTRY):
+ * whether hash h is there (then *id), and where it goes (*at, an entry).
+ */
+static bool base_series_find(const MDB_val *v, uint64_t h, uint32_t *id, size_t *at)
+{
+    const uint8_t *p = v->mv_data;
+    size_t lo = 0, hi = v->mv_size / BASE_SERIES_ENTRY;
+
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        uint64_t m = be64_at(p + mid * BASE_SERIES_ENTRY);
+        if (m == h) {
+            *id = be32(p + mid * BASE_SERIES_ENTRY + 8);
+            *at = mid;
+            return true;
+        }
+        if (m < h) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    *at = lo;
+    return false;
+}
+
+/* Puts series id (labels hashed to h) of base: into the base's value, or its own key past the cap.
+ */
+static int base_series_put(struct writer *w, const struct key *bk, const struct key *own,
+                           uint64_t h, uint32_t id)
+{
+    MDB_val kv = val(bk->b, bk->n), v;
+    uint8_t entry[BASE_SERIES_ENTRY];
+    struct fc_buf next;
+    uint32_t found;
+    size_t at = 0, len = 0;
+    int rc;
+
+    for (int i = 0; i < 8; i++) {
+        entry[i] = (uint8_t)(h >> (56 - 8 * i));
+    }
+    for (int i = 0; i < 4; i++) {
+        entry[8 + i] = (uint8_t)(id >> (24 - 8 * i));
+    }
+    if (mdb_get(w->txn, w->s->db[DB_SERIES], &kv, &v) == 0) {
+        if (v.mv_size % BASE_SERIES_ENTRY != 0 ||
+            v.mv_size / BASE_SERIES_ENTRY >= BASE_SERIES_MAX) {
+            /* Full (or damaged: left as it is): a key of its own. */
+            struct key k = *own;
+            return fc_store_put_empty(w, DB_SERIES, &k, entry + 8, 4);
+        }
+        base_series_find(&v, h, &found, &at);
+        len = v.mv_size;
+    }
+    fc_buf_init(&next, len + BASE_SERIES_ENTRY);
+    if (at > 0) {
+        fc_buf_append(&next, v.mv_data, at * BASE_SERIES_ENTRY);
+    }
+    fc_buf_append(&next, entry, BASE_SERIES_ENTRY);
+    if (len > at * BASE_SERIES_ENTRY) {
+        fc_buf_append(&next, (const uint8_t *)v.mv_data + at * BASE_SERIES_ENTRY,
+                      len - at * BASE_SERIES_ENTRY);
+    }
+    {
+        struct key k = *bk;
+        rc = fc_store_put_empty(w, DB_SERIES, &k, next.data, next.len);
+    }
+    fc_buf_release(&next);
+    return rc;
+}
+
 static int series_id(struct writer *w, const struct label *labels, size_t n, uint32_t base,
                      const struct fc_buf *base_canon, uint32_t *id)
 {
     struct fc_buf canon;
-    struct key k;
+    struct key k, bk, old;
     MDB_val kv, v;
+    uint64_t h;
+    size_t at;
     int rc = FC_OK;
 
     fc_buf_init(&canon, 0);
     canonical(labels, n, &canon);
-    /*
-     * Format 13: keyed by base, then h64 of the labels, so that a pod's
-     * series sit together (one page dirtied for a new pod's ~35 series, not
-     * one each) and a key is 12 bytes; a series made before is found by its
-     * old key, h128 of the labels alone (16 bytes: never mistaken).
-     */
-    for (int old = 0; old < 2; old++) {
-        struct key probe;
-        key_tenant(&probe, w->tenant);
-        if (old) {
-            key_h128(&probe, canon.data ? (const char *)canon.data : "", canon.len);
-        } else {
-            key_be32(&probe, base);
-            key_h64(&probe, canon.data ? (const char *)canon.data : "", canon.len);
-            k = probe;
-        }
-        if (fc_store_ids_get(w->s, DB_SERIES, &probe, id)) {
-            fc_buf_release(&canon);
-            return FC_OK;
-        }
-        kv = val(probe.b, probe.n);
+    h = XXH3_64bits(canon.data ? (const char *)canon.data : "", canon.len);
+    /* The id cache knows a series by (base, hash) wherever it is stored. */
+    key_tenant(&k, w->tenant);
+    key_be32(&k, base);
+    bk = k;
+    key_be64(&k, h);
+    key_tenant(&old, w->tenant);
+    key_h128(&old, canon.data ? (const char *)canon.data : "", canon.len);
+    if (fc_store_ids_get(w->s, DB_SERIES, &k, id) || fc_store_ids_get(w->s, DB_SERIES, &old, id)) {
+        fc_buf_release(&canon);
+        return FC_OK;
+    }
+    kv = val(bk.b, bk.n);
+    if (mdb_get(w->txn, w->s->db[DB_SERIES], &kv, &v) == 0 && v.mv_size % BASE_SERIES_ENTRY == 0 &&
+        base_series_find(&v, h, id, &at)) {
+        fc_buf_release(&canon);
+        fc_store_ids_note(w->s, DB_SERIES, &k, *id);
+        return FC_OK;
+    }
+    for (int i = 0; i < 2; i++) {
+        const struct key *probe = i == 0 ? &k : &old; /* past the cap; made before format 13 */
+        kv = val(probe->b, probe->n);
         if (mdb_get(w->txn, w->s->db[DB_SERIES], &kv, &v) == 0 && v.mv_size == 4) {
             *id = be32(v.mv_data);
             fc_buf_release(&canon);
-            fc_store_ids_note(w->s, DB_SERIES, &probe, *id);
+            fc_store_ids_note(w->s, DB_SERIES, probe, *id);
             return FC_OK;
         }
     }
@@ -292,13 +390,11 @@ static int series_id(struct writer *w, const struct label *labels, size_t n, uin
         /* Noted now: the label index below is written in the same transaction. */
         fc_store_ids_note(w->s, DB_SERIES, &k, *id);
         struct key idk;
-        uint8_t be[4] = {(uint8_t)(*id >> 24), (uint8_t)(*id >> 16), (uint8_t)(*id >> 8),
-                         (uint8_t)*id};
         uint8_t bb[4] = {(uint8_t)(base >> 24), (uint8_t)(base >> 16), (uint8_t)(base >> 8),
                          (uint8_t)base};
         struct fc_buf split;
         bool is_split = false;
-        rc = fc_store_put_empty(w, DB_SERIES, &k, be, 4);
+        rc = base_series_put(w, &bk, &k, h, *id);
         key_tenant(&idk, w->tenant);
         key_be32(&idk, *id);
         fc_buf_init(&split, 0);

@@ -2145,8 +2145,32 @@ static void test_format_10_label_starting_with_0x01_still_read(void **state)
     fc_store_close(s2);
 }
 
-/* The `series` entries of the closed store at sub, by key length after the tenant. */
-static void series_keys(const char *sub, size_t tenant_len, size_t *by_base, size_t *by_h128)
+/* Checks that series id (be32 at p) names base (be32 at b) in its sid. */
+static void series_in_base(MDB_txn *txn, MDB_dbi sid, const MDB_val *k, size_t tenant_len,
+                           const uint8_t *p)
+{
+    uint8_t id_key[64];
+    MDB_val ik, iv;
+
+    memcpy(id_key, k->mv_data, tenant_len + 1);
+    memcpy(id_key + tenant_len + 1, p, 4);
+    ik = (MDB_val){tenant_len + 5, id_key};
+    assert_int_equal(mdb_get(txn, sid, &ik, &iv), 0);
+    assert_true(iv.mv_size >= 5 && ((const uint8_t *)iv.mv_data)[0] == 0);
+    assert_memory_equal((const uint8_t *)iv.mv_data + 1,
+                        (const uint8_t *)k->mv_data + tenant_len + 1, 4);
+}
+
+/*
+ * The `series` entries of the closed store at sub (docs/internals/store.md,
+ * format 13): *in_values, the series in bases' values (key: be32 base;
+ * value: be64 hash, be32 id, sorted by hash), *most the most a value holds;
+ * *own_keys, series keyed (be32 base, be64 hash); *by_h128, keys of h128
+ * alone (series made before, and the service aggregates'). Every series
+ * found by base is checked to be of that base.
+ */
+static void series_keys(const char *sub, size_t tenant_len, size_t *in_values, size_t *most,
+                        size_t *own_keys, size_t *by_h128)
 {
     MDB_env *env;
     MDB_txn *txn;
@@ -2154,26 +2178,29 @@ static void series_keys(const char *sub, size_t tenant_len, size_t *by_base, siz
     MDB_cursor *c;
     MDB_val k, v;
 
-    *by_base = *by_h128 = 0;
+    *in_values = *most = *own_keys = *by_h128 = 0;
     lmdb_begin(sub, MDB_RDONLY, &env, &txn);
     assert_int_equal(mdb_dbi_open(txn, "series", 0, &series), 0);
     assert_int_equal(mdb_dbi_open(txn, "sid", 0, &sid), 0);
     assert_int_equal(mdb_cursor_open(txn, series, &c), 0);
     for (int g = mdb_cursor_get(c, &k, &v, MDB_FIRST); g == 0;
          g = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
-        if (k.mv_size == tenant_len + 1 + 12) {
-            /* be32(base) h64(labels): the base is the one the series' sid names. */
-            uint8_t id_key[64];
-            MDB_val ik, iv;
+        if (k.mv_size == tenant_len + 1 + 4) {
+            const uint8_t *p = v.mv_data;
+            size_t n = v.mv_size / 12;
+            assert_int_equal(v.mv_size % 12, 0);
+            for (size_t i = 0; i < n; i++) {
+                if (i > 0) {
+                    assert_true(memcmp(p + 12 * (i - 1), p + 12 * i, 8) < 0); /* sorted */
+                }
+                series_in_base(txn, sid, &k, tenant_len, p + 12 * i + 8);
+            }
+            *in_values += n;
+            *most = n > *most ? n : *most;
+        } else if (k.mv_size == tenant_len + 1 + 12) {
             assert_int_equal(v.mv_size, 4);
-            memcpy(id_key, k.mv_data, tenant_len + 1);
-            memcpy(id_key + tenant_len + 1, v.mv_data, 4);
-            ik = (MDB_val){tenant_len + 5, id_key};
-            assert_int_equal(mdb_get(txn, sid, &ik, &iv), 0);
-            assert_true(iv.mv_size >= 5 && ((const uint8_t *)iv.mv_data)[0] == 0);
-            assert_memory_equal((const uint8_t *)iv.mv_data + 1,
-                                (const uint8_t *)k.mv_data + tenant_len + 1, 4);
-            (*by_base)++;
+            series_in_base(txn, sid, &k, tenant_len, v.mv_data);
+            (*own_keys)++;
         } else {
             assert_int_equal(k.mv_size, tenant_len + 1 + 16);
             (*by_h128)++;
@@ -2200,23 +2227,70 @@ static size_t sid_count(const char *sub)
     return st.ms_entries;
 }
 
+/* Pod p7 with a sample label "grp" of its own on every sample (round r: "r<r>-<sample>"). */
+static struct fc_batch *pod_of_many_series(int round)
+{
+    struct fc_batch *b = load_pod(7, BASE, "kb");
+    struct fc_profile *p = &b->profiles[0];
+
+    for (uint32_t i = 0; i < p->n_samples; i++) {
+        struct fc_sample *smp = &p->samples[i];
+        struct fc_attr a = {0};
+        uint32_t id, idx[64];
+        char value[32];
+        snprintf(value, sizeof(value), "r%d-%u", round, i);
+        assert_int_equal(fc_dict_cstring(b, "grp", &a.key), FC_OK);
+        assert_int_equal(fc_dict_cstring(b, value, &a.v.str), FC_OK);
+        a.kind = FC_ATTR_STR;
+        assert_int_equal(fc_dict_attr(b, &a, &id), FC_OK);
+        assert_true(smp->attrs.n < 63);
+        memcpy(idx, fc_span_idx(b, smp->attrs), smp->attrs.n * sizeof(uint32_t));
+        idx[smp->attrs.n] = id;
+        assert_int_equal(fc_dict_span(b, idx, smp->attrs.n + 1, &smp->attrs), FC_OK);
+    }
+    return b;
+}
+
 /*
- * Format 13: a series is keyed by its base and h64 of its labels (its
- * base's series side by side); the service aggregates keep their h128 keys.
+ * Format 13: a base's series are one `series` value (their hashes and ids),
+ * up to 256 of them; past that a series has a key of its own (base, hash).
+ * Pod p7, written with a sample label of its own on every sample, becomes
+ * more than 256 series; each is found again (written again: no series made
+ * twice), and the service aggregates keep their h128 keys.
  */
-static void test_series_keyed_by_their_base(void **state)
+static void test_series_kept_by_their_base(void **state)
 {
     struct fc_store *s2 = open_sub("bybase");
+    struct fc_batch *many[4];
+    struct fc_error err = {0};
     char sub[128];
-    size_t by_base, by_h128;
+    size_t in_values, most, own_keys, by_h128, n;
 
     (void)state;
     write_pods(s2, 0, 3, "kb");
+    for (int r = 0; r < 4; r++) {
+        many[r] = pod_of_many_series(r); /* 4 rounds x samples x 2 types: past 256 */
+    }
+    assert_int_equal(fc_store_write(s2, many, 4, &err), FC_OK);
     fc_store_close(s2);
     snprintf(sub, sizeof(sub), "%s/bybase", dir);
-    series_keys(sub, strlen("kb"), &by_base, &by_h128);
-    assert_int_equal(by_base, sid_count(sub));
+    n = sid_count(sub);
+    series_keys(sub, strlen("kb"), &in_values, &most, &own_keys, &by_h128);
+    assert_int_equal(in_values + own_keys, n);
+    assert_int_equal(most, 256);
+    assert_true(own_keys > 0);
     assert_int_equal(by_h128, 2); /* the service aggregate's series: one per type */
+    /* Everything again: every series found where it is. */
+    s2 = open_sub("bybase");
+    write_pods(s2, 0, 3, "kb");
+    assert_int_equal(fc_store_write(s2, many, 4, &err), FC_OK);
+    assert_int_equal(cpu_of(s2, "kb", "pod=\"p7\""), 8 * GO_CPU_TOTAL);
+    assert_int_equal(cpu_of(s2, "kb", "pod=\"p1\""), 2 * GO_CPU_TOTAL);
+    fc_store_close(s2);
+    assert_int_equal(sid_count(sub), n);
+    for (int r = 0; r < 4; r++) {
+        fc_batch_unref(many[r]);
+    }
 }
 
 /*
@@ -2230,13 +2304,13 @@ static void test_series_of_format_12_still_found(void **state)
 {
     struct fc_store *s2 = open_sub("h128");
     char sub[128];
-    size_t n, by_base, by_h128;
+    size_t n, in_values, most, own_keys, by_h128;
     MDB_env *env;
     MDB_txn *txn;
     MDB_dbi series, sid, bid, meta;
     MDB_cursor *c;
     MDB_val k, v;
-    struct fc_buf keys;
+    struct fc_buf ids;
 
     (void)state;
     write_pods(s2, 0, 2, "h1");
@@ -2244,31 +2318,35 @@ static void test_series_of_format_12_still_found(void **state)
     snprintf(sub, sizeof(sub), "%s/h128", dir);
     make_format_10(sub);
     n = sid_count(sub);
-    fc_buf_init(&keys, 0);
+    fc_buf_init(&ids, 0);
     lmdb_begin(sub, 0, &env, &txn);
     assert_int_equal(mdb_dbi_open(txn, "series", 0, &series), 0);
     assert_int_equal(mdb_dbi_open(txn, "sid", 0, &sid), 0);
     assert_int_equal(mdb_dbi_open(txn, "bid", 0, &bid), 0);
     assert_int_equal(mdb_dbi_open(txn, "meta", 0, &meta), 0);
+    /* Every base's value: its series ids kept, the value deleted. */
     assert_int_equal(mdb_cursor_open(txn, series, &c), 0);
     for (int g = mdb_cursor_get(c, &k, &v, MDB_FIRST); g == 0;
          g = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
-        if (k.mv_size == strlen("h1") + 1 + 12) {
-            fc_buf_append(&keys, k.mv_data, k.mv_size); /* deleted below */
+        if (k.mv_size == strlen("h1") + 1 + 4) {
+            for (size_t i = 0; i < v.mv_size; i += 12) {
+                fc_buf_append(&ids, (const uint8_t *)v.mv_data + i + 8, 4);
+            }
+            assert_int_equal(mdb_cursor_del(c, 0), 0);
         }
     }
     mdb_cursor_close(c);
-    for (size_t at = 0; at < keys.len; at += strlen("h1") + 13) {
-        uint8_t key[64], id_key[64], base_key[64];
-        MDB_val kk = {strlen("h1") + 13, keys.data + at}, idv, iv, bv;
+    assert_int_equal(ids.len / 4, n);
+    for (size_t at = 0; at < ids.len; at += 4) {
+        uint8_t key[19], id_key[7], base_key[7];
+        MDB_val iv, bv, ok = {19, key}, ov = {4, ids.data + at};
         struct fc_buf whole;
         XXH128_hash_t h;
-        assert_int_equal(mdb_get(txn, series, &kk, &idv), 0);
-        memcpy(id_key, kk.mv_data, 3);
-        memcpy(id_key + 3, idv.mv_data, 4);
+        memcpy(id_key, "h1", 3);
+        memcpy(id_key + 3, ids.data + at, 4);
         iv = (MDB_val){7, id_key};
         assert_int_equal(mdb_get(txn, sid, &iv, &iv), 0);
-        memcpy(base_key, kk.mv_data, 3);
+        memcpy(base_key, "h1", 3);
         memcpy(base_key + 3, (const uint8_t *)iv.mv_data + 1, 4);
         bv = (MDB_val){7, base_key};
         assert_int_equal(mdb_get(txn, bid, &bv, &bv), 0);
@@ -2276,24 +2354,18 @@ static void test_series_of_format_12_still_found(void **state)
         whole_labels(bv.mv_data, bv.mv_size, (const uint8_t *)iv.mv_data + 5, iv.mv_size - 5,
                      &whole);
         h = XXH3_128bits(whole.data, whole.len);
-        memcpy(key, kk.mv_data, 3);
+        memcpy(key, "h1", 3);
         for (int i = 0; i < 8; i++) {
             key[3 + i] = (uint8_t)(h.high64 >> (56 - 8 * i));
             key[11 + i] = (uint8_t)(h.low64 >> (56 - 8 * i));
         }
-        {
-            uint8_t id[4];
-            MDB_val ok = {19, key}, ov = {4, id};
-            memcpy(id, idv.mv_data, 4);
-            assert_int_equal(mdb_del(txn, series, &kk, NULL), 0);
-            assert_int_equal(mdb_put(txn, series, &ok, &ov, 0), 0);
-        }
+        assert_int_equal(mdb_put(txn, series, &ok, &ov, 0), 0);
         fc_buf_release(&whole);
     }
-    fc_buf_release(&keys);
+    fc_buf_release(&ids);
     lmdb_commit_format(env, txn, meta, 12);
-    series_keys(sub, strlen("h1"), &by_base, &by_h128);
-    assert_int_equal(by_base, 0);
+    series_keys(sub, strlen("h1"), &in_values, &most, &own_keys, &by_h128);
+    assert_int_equal(in_values + own_keys, 0);
     assert_int_equal(by_h128, n + 2);
     s2 = open_sub("h128");
     assert_int_equal(fc_test_store_format(sub), 13);
@@ -2302,8 +2374,8 @@ static void test_series_of_format_12_still_found(void **state)
     assert_int_equal(cpu_of(s2, "h1", "task=\"map\""), 4 * task_cpu("map"));
     fc_store_close(s2);
     assert_int_equal(sid_count(sub), n);
-    series_keys(sub, strlen("h1"), &by_base, &by_h128);
-    assert_int_equal(by_base, 0);
+    series_keys(sub, strlen("h1"), &in_values, &most, &own_keys, &by_h128);
+    assert_int_equal(in_values + own_keys, 0);
 }
 
 /*
@@ -3461,7 +3533,7 @@ int main(void)
         cmocka_unit_test(test_whole_labels_of_format_9_still_read),
         cmocka_unit_test(test_split_labels_of_format_10_still_read),
         cmocka_unit_test(test_format_10_label_starting_with_0x01_still_read),
-        cmocka_unit_test(test_series_keyed_by_their_base),
+        cmocka_unit_test(test_series_kept_by_their_base),
         cmocka_unit_test(test_series_of_format_12_still_found),
         cmocka_unit_test(test_same_labels_from_two_bases),
         cmocka_unit_test(test_label_value_posing_as_a_label_not_split),
