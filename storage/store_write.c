@@ -364,7 +364,7 @@ static int series_id(struct writer *w, const struct label *labels, size_t n, uin
     key_be64(&k, h);
     key_tenant(&old, w->tenant);
     key_h128(&old, canon.data ? (const char *)canon.data : "", canon.len);
-    if (fc_store_ids_get(w->s, DB_SERIES, &k, id) || fc_store_ids_get(w->s, DB_SERIES, &old, id)) {
+    if (fc_store_ids_get(w->s, DB_SERIES, &k, id)) {
         fc_buf_release(&canon);
         return FC_OK;
     }
@@ -377,13 +377,25 @@ static int series_id(struct writer *w, const struct label *labels, size_t n, uin
     }
     for (int i = 0; i < 2; i++) {
         const struct key *probe = i == 0 ? &k : &old; /* past the cap; made before format 13 */
+        uint32_t its_base;
         kv = val(probe->b, probe->n);
-        if (mdb_get(w->txn, w->s->db[DB_SERIES], &kv, &v) == 0 && v.mv_size == 4) {
-            *id = be32(v.mv_data);
-            fc_buf_release(&canon);
-            fc_store_ids_note(w->s, DB_SERIES, probe, *id);
-            return FC_OK;
+        if (mdb_get(w->txn, w->s->db[DB_SERIES], &kv, &v) != 0 || v.mv_size != 4) {
+            continue;
         }
+        *id = be32(v.mv_data);
+        /*
+         * A series made before format 13 is one per label set, packed in the
+         * base it was first written from: from another base (a label the
+         * profile's own here and a sample's there) it would be written where
+         * no series query reads it, so this base gets a series of its own.
+         */
+        if (i == 1 &&
+            (!fc_store_series_base(w->s, w->txn, w->tenant, *id, &its_base) || its_base != base)) {
+            break;
+        }
+        fc_buf_release(&canon);
+        fc_store_ids_note(w->s, DB_SERIES, &k, *id); /* known by (base, hash) from now on */
+        return FC_OK;
     }
     rc = fc_store_next_id(w, "series", id);
     if (rc == FC_OK) {

@@ -2376,6 +2376,23 @@ static void test_series_of_format_12_still_found(void **state)
     assert_int_equal(sid_count(sub), n);
     series_keys(sub, strlen("h1"), &in_values, &most, &own_keys, &by_h128);
     assert_int_equal(in_values + own_keys, 0);
+    /*
+     * Labels of an old series reached from another base (task the
+     * profile's own: found by review): a series of that base, read by the
+     * selectors with the old one's samples.
+     */
+    s2 = open_sub("h128");
+    {
+        struct fc_batch *b = load_pod(0, BASE, "h1");
+        struct fc_error err = {0};
+        assert_int_equal(fc_profile_set_label(b, &b->profiles[0], "task", "map"), FC_OK);
+        assert_int_equal(fc_store_write(s2, &b, 1, &err), FC_OK);
+        fc_batch_unref(b);
+    }
+    assert_int_equal(cpu_of(s2, "h1", "task=\"map\""), 4 * task_cpu("map") + GO_CPU_TOTAL);
+    fc_store_close(s2);
+    series_keys(sub, strlen("h1"), &in_values, &most, &own_keys, &by_h128);
+    assert_true(in_values > 0);
 }
 
 /*
