@@ -743,7 +743,7 @@ static void test_bundles_shrink_a_pod(void **state)
     }
     print_message("pages in use %lld -> %lld bytes bundled\n", (long long)used_before,
                   (long long)used_after);
-    assert_true(used_after * 4 < used_before * 3);
+    assert_true(used_after * 2 < used_before); /* 0.39x measured; markers put in place: 0.68x */
     /*
      * Compacted: the 100 s windows stored whole again from their bundles
      * (their trees' selfs divided by the sampling period, format 12) answer
