@@ -937,6 +937,33 @@ static void go_cpu_read_as_written(struct fc_store_options *o, struct fc_batch *
     free(prefix);
 }
 
+/* Keeps (k, value) in puts (key length, key, value length, value) to be put after a cursor walk. */
+static void keep_put(struct fc_buf *puts, const MDB_val *k, const void *value, size_t len)
+{
+    uint32_t kl = (uint32_t)k->mv_size, vl = (uint32_t)len;
+
+    fc_buf_append(puts, &kl, 4);
+    fc_buf_append(puts, k->mv_data, k->mv_size);
+    fc_buf_append(puts, &vl, 4);
+    fc_buf_append(puts, value, len);
+}
+
+/* Puts every entry keep_put kept into db, and releases puts. */
+static void put_kept(MDB_txn *txn, MDB_dbi db, struct fc_buf *puts)
+{
+    for (size_t at = 0; at < puts->len;) {
+        uint32_t kl, vl;
+        MDB_val k, v;
+        memcpy(&kl, puts->data + at, 4);
+        k = (MDB_val){kl, puts->data + at + 4};
+        memcpy(&vl, puts->data + at + 4 + kl, 4);
+        v = (MDB_val){vl, puts->data + at + 8 + kl};
+        assert_int_equal(mdb_put(txn, db, &k, &v, 0), 0);
+        at += 8 + kl + vl;
+    }
+    fc_buf_release(puts);
+}
+
 /*
  * A selfs column of format 12 (its scale, then each self divided by it)
  * rewritten as format 11 wrote it (each self whole), from
@@ -975,7 +1002,7 @@ static uint32_t make_format_11(const char *sub)
     for (int g = mdb_cursor_get(c, &k, &v, MDB_FIRST); g == 0;
          g = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
         const uint8_t *p = v.mv_data, *h;
-        uint32_t hlen, count, klen = (uint32_t)k.mv_size, vlen;
+        uint32_t hlen, count;
         uint64_t series[64], total[64], lens[64][3];
         size_t at = 0, size;
         uint8_t *frame;
@@ -1036,12 +1063,7 @@ static uint32_t make_format_11(const char *sub)
         assert_int_equal(fc_buf_reserve(&value, ZSTD_compressBound(names.len)), FC_OK);
         value.len += ZSTD_compress(value.data + value.len, ZSTD_compressBound(names.len),
                                    names.data, names.len, 3);
-        /* Kept as: key length, key, value length, value. */
-        vlen = (uint32_t)value.len;
-        fc_buf_append(&puts, &klen, 4);
-        fc_buf_append(&puts, k.mv_data, k.mv_size);
-        fc_buf_append(&puts, &vlen, 4);
-        fc_buf_append(&puts, value.data, value.len);
+        keep_put(&puts, &k, value.data, value.len);
         fc_buf_release(&header);
         fc_buf_release(&names);
         fc_buf_release(&selfs);
@@ -1050,16 +1072,7 @@ static uint32_t make_format_11(const char *sub)
         n++;
     }
     mdb_cursor_close(c);
-    for (size_t off = 0; off < puts.len;) {
-        uint32_t kl, vl;
-        memcpy(&kl, puts.data + off, 4);
-        k = (MDB_val){kl, puts.data + off + 4};
-        memcpy(&vl, puts.data + off + 4 + kl, 4);
-        v = (MDB_val){vl, puts.data + off + 8 + kl};
-        assert_int_equal(mdb_put(txn, node, &k, &v, 0), 0);
-        off += 8 + kl + vl;
-    }
-    fc_buf_release(&puts);
+    put_kept(txn, node, &puts);
     lmdb_commit_format(env, txn, meta, 11);
     return n;
 }
@@ -1910,11 +1923,12 @@ static uint32_t make_format_10(const char *sub)
         const char *own = (const char *)v.mv_data + 5, *end = (const char *)v.mv_data + v.mv_size;
         const char *hex_end;
         uint8_t key[64];
-        uint32_t sym = (uint32_t)strtoul(own + 1, NULL, 16), klen = (uint32_t)k.mv_size, wlen;
+        uint32_t sym;
         struct fc_buf type, rest;
         if (v.mv_size < 6 || ((const uint8_t *)v.mv_data)[0] != 0 || own[0] != '\x01') {
             continue;
         }
+        sym = (uint32_t)strtoul(own + 1, NULL, 16); /* hex up to the 0x02 */
         hex_end = memchr(own, '\x02', (size_t)(end - own));
         assert_non_null(hex_end);
         memcpy(key, k.mv_data, k.mv_size);
@@ -1931,27 +1945,13 @@ static uint32_t make_format_10(const char *sub)
         fc_buf_append(&type, "\x02", 1);
         fc_buf_append(&rest, v.mv_data, 5);
         whole_labels(type.data, type.len, hex_end + 1, (size_t)(end - hex_end - 1), &rest);
-        /* Kept as: key length, key, value length, value. */
-        wlen = (uint32_t)rest.len;
-        fc_buf_append(&puts, &klen, 4);
-        fc_buf_append(&puts, k.mv_data, k.mv_size);
-        fc_buf_append(&puts, &wlen, 4);
-        fc_buf_append(&puts, rest.data, rest.len);
+        keep_put(&puts, &k, rest.data, rest.len);
         fc_buf_release(&type);
         fc_buf_release(&rest);
         n++;
     }
     mdb_cursor_close(c);
-    for (size_t at = 0; at < puts.len;) {
-        uint32_t klen, wlen;
-        memcpy(&klen, puts.data + at, 4);
-        k = (MDB_val){klen, puts.data + at + 4};
-        memcpy(&wlen, puts.data + at + 4 + klen, 4);
-        v = (MDB_val){wlen, puts.data + at + 8 + klen};
-        assert_int_equal(mdb_put(txn, sid, &k, &v, 0), 0);
-        at += 8 + klen + wlen;
-    }
-    fc_buf_release(&puts);
+    put_kept(txn, sid, &puts);
     lmdb_commit_format(env, txn, meta, 10);
     return n;
 }
