@@ -53,11 +53,10 @@ static bool node_doomed(const MDB_val *kv, const struct doomed *d)
 /* Span keys: tenant 0 be64(span) be32(series) be64(10 s window). */
 static bool span_doomed(const MDB_val *kv, const struct doomed *d)
 {
-    const uint8_t *p = kv->mv_data;
-    const uint8_t *zero = memchr(p, 0, kv->mv_size);
+    size_t tenant_len;
+    const uint8_t *r = key_rest(kv, 20, &tenant_len);
 
-    return zero != NULL && (size_t)(zero - p) + 21 == kv->mv_size &&
-           (int64_t)be64(zero + 13) <= d->cutoff_s - 10;
+    return r != NULL && (int64_t)be64(r + 12) <= d->cutoff_s - 10;
 }
 
 /* Bundle keys: tenant 0 be32(base) be64(100 s span): it goes with the last of its windows. */
@@ -69,6 +68,20 @@ static bool bundle_doomed(const MDB_val *kv, const struct doomed *d)
 
     return bundle_key_split(kv, &tenant_len, &base, &span) &&
            span <= d->cutoff_s - fc_store_level_secs[1];
+}
+
+/*
+ * A dictionary whose day ended by the cutoff: every bundle of that day has
+ * (its span ended by then too) and goes in the same pass, before it.
+ */
+static bool dict_doomed(const MDB_val *kv, const struct doomed *d)
+{
+    size_t tenant_len;
+    uint64_t service;
+    int64_t day, cutoff_day = d->cutoff_s / FC_STORE_DAY_SECS; /* rounded down, below */
+
+    cutoff_day -= d->cutoff_s % FC_STORE_DAY_SECS < 0;
+    return dict_key_split(kv, &tenant_len, &service, &day) && day < cutoff_day;
 }
 
 typedef bool (*doomed_fn)(const MDB_val *kv, const struct doomed *d);
@@ -213,12 +226,16 @@ static int set_coarse_before(struct fc_store *s, int64_t cutoff_s, struct fc_err
     return FC_OK;
 }
 
-/* Bundles whose span ended by the cutoff (after their windows: none is left to read them). */
+/*
+ * Bundles whose span ended by the cutoff (after their windows: none is left
+ * to read them), then the dictionaries of the days that ended by it.
+ */
 static int delete_bundles(struct fc_store *s, const struct doomed *d, struct fc_error *err)
 {
     uint64_t n = 0; /* not windows: not counted as deleted ones */
+    int rc = delete_keys(s, s->db[DB_BUNDLE], bundle_doomed, d, &n, err);
 
-    return delete_keys(s, s->db[DB_BUNDLE], bundle_doomed, d, &n, err);
+    return rc ? rc : delete_keys(s, s->db[DB_DICT], dict_doomed, d, &n, err);
 }
 
 int fc_store_delete_before(struct fc_store *s, int64_t cutoff_s, uint64_t *deleted,

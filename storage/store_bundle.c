@@ -7,6 +7,13 @@
  *   slot, uvarint entry length), then the entries one after the other | a
  *   zstd frame: the windows' contents, the 100 s window's first.
  *
+ * Format 14: L has its top bit set (FC_STORE_BUNDLE_DICT), be64 h64(the
+ * base's service_name) follows the index, and the contents' frame was
+ * compressed with that service's dictionary of the day (`dict`: the first
+ * 64 KiB of the contents of the first span bundled for it that day) as a
+ * zstd prefix, with a checksum. Pods of one service share their stacks,
+ * which zstd would otherwise find only within one bundle.
+ *
  * Slots 0-9 are the 10 s windows ((start - span) / 10), slot 10 the span's
  * own 100 s window (FC_STORE_PARENT_SLOT), when it is stored and not dirty.
  * A window's entry is its value as it was (store_pack.c: its header of
@@ -84,6 +91,20 @@ static void bundle_key(struct key *k, const char *tenant, uint32_t base, int64_t
     key_tenant(k, tenant);
     key_be32(k, base);
     key_be64(k, (uint64_t)span);
+}
+
+/* The day a span's bundle takes its dictionary from (rounded down, as spans are). */
+static int64_t day_of(int64_t span)
+{
+    return span >= 0 ? span / FC_STORE_DAY_SECS
+                     : (span - FC_STORE_DAY_SECS + 1) / FC_STORE_DAY_SECS;
+}
+
+static void dict_key(struct key *k, const char *tenant, uint64_t service, int64_t day)
+{
+    key_tenant(k, tenant);
+    key_be64(k, service);
+    key_be64(k, (uint64_t)day);
 }
 
 void fc_store_bundle_cache_release(struct bundle_cache *c)
@@ -173,7 +194,10 @@ bool fc_store_bundle_set(struct bundle_cache *c, const uint8_t *value, size_t le
         return false;
     }
     memcpy(&ilen, value, 4);
-    if (ilen > len - 4 || (c->index = fc_tree_unzstd(value + 4, ilen, &c->index_len)) == NULL) {
+    c->dict = (ilen & FC_STORE_BUNDLE_DICT) != 0;
+    ilen &= ~FC_STORE_BUNDLE_DICT;
+    if (ilen > len - 4 || (c->dict && len - 4 - ilen < 8) ||
+        (c->index = fc_tree_unzstd(value + 4, ilen, &c->index_len)) == NULL) {
         return false;
     }
     if (!parse_index(c)) {
@@ -183,7 +207,11 @@ bool fc_store_bundle_set(struct bundle_cache *c, const uint8_t *value, size_t le
     }
     /* Borrowed, not copied: timelines load a bundle per span for its headers alone. */
     c->frame = value + 4 + ilen;
-    c->frame_len = len - 4 - ilen;
+    if (c->dict) {
+        c->dict_service = be64(c->frame);
+        c->frame += 8;
+    }
+    c->frame_len = (size_t)(value + len - c->frame);
     return true;
 }
 
@@ -203,8 +231,20 @@ static bool bundle_load(struct fc_store *s, MDB_txn *txn, const char *tenant, ui
     c->span = span;
     bundle_key(&k, tenant, base, span);
     kv = val(k.b, k.n);
-    return mdb_get(txn, s->db[DB_BUNDLE], &kv, &v) == 0 &&
-           fc_store_bundle_set(c, v.mv_data, v.mv_size);
+    if (mdb_get(txn, s->db[DB_BUNDLE], &kv, &v) != 0 ||
+        !fc_store_bundle_set(c, v.mv_data, v.mv_size)) {
+        return false;
+    }
+    if (c->dict) {
+        /* Not found: the index (totals) still reads, the contents do not. */
+        dict_key(&k, tenant, c->dict_service, day_of(span));
+        kv = val(k.b, k.n);
+        if (mdb_get(txn, s->db[DB_DICT], &kv, &v) == 0) {
+            c->prefix = v.mv_data;
+            c->prefix_len = v.mv_size;
+        }
+    }
+    return true;
 }
 
 /*
@@ -214,7 +254,7 @@ static bool bundle_load(struct fc_store *s, MDB_txn *txn, const char *tenant, ui
  */
 static const uint8_t *bundle_contents(struct bundle_cache *c, size_t need, size_t *size)
 {
-    if (c->index == NULL) {
+    if (c->index == NULL || (c->dict && c->prefix == NULL)) {
         return NULL;
     }
     if (c->raw != NULL && (c->whole || need <= c->size)) {
@@ -228,6 +268,11 @@ static const uint8_t *bundle_contents(struct bundle_cache *c, size_t need, size_
         ZSTD_DCtx *d = ZSTD_createDCtx();
         ZSTD_inBuffer in = {c->frame, c->frame_len, 0};
         ZSTD_outBuffer out = {fc_xmalloc(need + 1), need, 0};
+        if (d != NULL && c->dict &&
+            ZSTD_isError(ZSTD_DCtx_refPrefix(d, c->prefix, c->prefix_len))) {
+            ZSTD_freeDCtx(d);
+            d = NULL;
+        }
         while (d != NULL && out.pos < out.size) {
             size_t was_in = in.pos, was_out = out.pos;
             size_t r = ZSTD_decompressStream(d, &out, &in);
@@ -245,7 +290,8 @@ static const uint8_t *bundle_contents(struct bundle_cache *c, size_t need, size_
         free(out.dst);
         return NULL;
     }
-    c->raw = fc_tree_unzstd(c->frame, c->frame_len, &c->size);
+    c->raw = fc_tree_unzstd_prefix(c->frame, c->frame_len, c->dict ? c->prefix : NULL,
+                                   c->prefix_len, &c->size);
     c->whole = c->raw != NULL;
     *size = c->size;
     return c->raw;
@@ -449,9 +495,84 @@ static uint8_t *compress(const struct fc_buf *b, size_t *len)
     return out;
 }
 
-/* Writes the bundle of members m[0..n) (their contents in content) and their markers, in txn. */
+/*
+ * b compressed with dict (a raw-content dictionary, referenced as a prefix)
+ * and a checksum, so that a reader given another dictionary refuses it.
+ */
+static uint8_t *compress_with(const struct fc_buf *b, const struct fc_buf *dict, size_t *len)
+{
+    ZSTD_CCtx *z = ZSTD_createCCtx();
+    size_t bound = ZSTD_compressBound(b->len);
+    uint8_t *out = fc_xmalloc(bound);
+
+    *len = z == NULL || ZSTD_isError(ZSTD_CCtx_setParameter(z, ZSTD_c_compressionLevel, 3)) ||
+                   ZSTD_isError(ZSTD_CCtx_setParameter(z, ZSTD_c_checksumFlag, 1)) ||
+                   ZSTD_isError(ZSTD_CCtx_refPrefix(z, dict->data, dict->len))
+               ? (size_t)-1
+               : ZSTD_compress2(z, out, bound, b->data ? b->data : (const uint8_t *)"", b->len);
+    ZSTD_freeCCtx(z);
+    if (ZSTD_isError(*len)) {
+        free(out);
+        return NULL;
+    }
+    return out;
+}
+
+/*
+ * The h64 of base's service_name (from its labels in `bid`; of "" when it
+ * has none, or none stored: an aggregate, a base made before format 10).
+ */
+static uint64_t base_service(struct fc_store *s, MDB_txn *txn, const char *tenant, uint32_t base)
+{
+    struct key k;
+    MDB_val kv, v;
+    const char *value = "";
+    size_t value_len = 0;
+
+    key_tenant(&k, tenant);
+    key_be32(&k, base);
+    kv = val(k.b, k.n);
+    if (mdb_get(txn, s->db[DB_BID], &kv, &v) != 0 ||
+        !fc_store_canon_value(v.mv_data, v.mv_size, FC_STORE_SERVICE_LABEL, &value, &value_len)) {
+        value = "";
+        value_len = 0;
+    }
+    return XXH3_64bits(value, value_len);
+}
+
+/*
+ * The dictionary of (tenant, service, day) copied into dict: the one stored,
+ * or else the first FC_STORE_DICT_MAX bytes of content (the first span
+ * bundled that day; its 100 s window first), stored now.
+ */
+static int dict_get(struct fc_store *s, MDB_txn *txn, const char *tenant, uint64_t service,
+                    int64_t day, const struct fc_buf *content, struct fc_buf *dict)
+{
+    struct key k;
+    MDB_val kv, v;
+
+    dict_key(&k, tenant, service, day);
+    kv = val(k.b, k.n);
+    if (mdb_get(txn, s->db[DB_DICT], &kv, &v) != 0) {
+        v = val(content->data, content->len < FC_STORE_DICT_MAX ? content->len : FC_STORE_DICT_MAX);
+        int rc = mdb_put(txn, s->db[DB_DICT], &kv, &v, 0);
+        if (rc != 0) {
+            return rc;
+        }
+    }
+    /* Copied: the puts that follow may move what LMDB handed out. */
+    fc_buf_reset(dict);
+    fc_buf_append(dict, v.mv_data, v.mv_size);
+    return 0;
+}
+
+/*
+ * Writes the bundle of members m[0..n) (their contents in content,
+ * compressed with dict, service's of the day) and their markers, in txn.
+ */
 static int bundle_put(struct fc_store *s, MDB_txn *txn, const char *tenant, uint32_t base,
-                      int64_t span, const struct member *m, size_t n, const struct fc_buf *content)
+                      int64_t span, const struct member *m, size_t n, const struct fc_buf *content,
+                      uint64_t service, const struct fc_buf *dict)
 {
     struct fc_buf index, value;
     uint8_t *zi, *zc, marker[FC_STORE_MARKER_LEN];
@@ -471,7 +592,7 @@ static int bundle_put(struct fc_store *s, MDB_txn *txn, const char *tenant, uint
         fc_buf_append(&index, m[i].entry.data, m[i].entry.len);
     }
     zi = compress(&index, &li);
-    zc = compress(content, &lc);
+    zc = compress_with(content, dict, &lc);
     if (zi == NULL || zc == NULL || index.len > fc_tree_max_raw(li) ||
         content->len > fc_tree_max_raw(lc)) {
         /*
@@ -485,10 +606,17 @@ static int bundle_put(struct fc_store *s, MDB_txn *txn, const char *tenant, uint
         return zi == NULL || zc == NULL ? EIO : FC_STORE_NOT_BUNDLED;
     }
     fc_buf_release(&index);
-    fc_buf_init(&value, 4 + li + lc);
-    l32 = (uint32_t)li;
+    fc_buf_init(&value, 4 + li + 8 + lc);
+    l32 = (uint32_t)li | FC_STORE_BUNDLE_DICT;
     fc_buf_append(&value, &l32, 4);
     fc_buf_append(&value, zi, li);
+    {
+        uint8_t be[8];
+        for (int i = 0; i < 8; i++) {
+            be[i] = (uint8_t)(service >> (56 - 8 * i));
+        }
+        fc_buf_append(&value, be, 8);
+    }
     fc_buf_append(&value, zc, lc);
     free(zi);
     free(zc);
@@ -619,7 +747,13 @@ static int bundle_span(struct fc_store *s, MDB_txn *txn, const char *tenant, uin
         ok = gather(s, txn, tenant, base, 0, starts[i], &old, m, &got, &loose, &content);
     }
     if (ok && loose > 0 && got >= 2) {
-        rc = bundle_put(s, txn, tenant, base, span, m, got, &content);
+        /* The base's service's dictionary of the day: pods of one service share their stacks. */
+        uint64_t service = base_service(s, txn, tenant, base);
+        struct fc_buf dict;
+        fc_buf_init(&dict, 0);
+        rc = dict_get(s, txn, tenant, service, day_of(span), &content, &dict);
+        rc = rc ? rc : bundle_put(s, txn, tenant, base, span, m, got, &content, service, &dict);
+        fc_buf_release(&dict);
         *bundled += rc == 0 ? got : 0;
         rc = rc == FC_STORE_NOT_BUNDLED ? 0 : rc;
     }

@@ -38,6 +38,7 @@ enum {
     DB_DIRTY,
     DB_BUNDLE,
     DB_BID,
+    DB_DICT,
     N_DBS
 };
 
@@ -273,22 +274,37 @@ static inline void node_key(struct key *k, const char *tenant, uint32_t base, in
 }
 
 /*
+ * Where a key's parts after its tenant start (past the 0 byte), when that
+ * leaves exactly `rest` bytes; *tenant_len is the tenant's length. NULL
+ * when kv is not such a key.
+ */
+static inline const uint8_t *key_rest(const MDB_val *kv, size_t rest, size_t *tenant_len)
+{
+    const uint8_t *p = kv->mv_data;
+    const uint8_t *zero = memchr(p, 0, kv->mv_size);
+
+    if (zero == NULL || (size_t)(zero - p) + 1 + rest != kv->mv_size) {
+        return NULL;
+    }
+    *tenant_len = (size_t)(zero - p);
+    return zero + 1;
+}
+
+/*
  * Splits a node key (node_key's layout; dirty keys share it): the length of
  * its tenant, its base, level and window. False when kv is not one.
  */
 static inline bool node_key_split(const MDB_val *kv, size_t *tenant_len, uint32_t *base, int *level,
                                   int64_t *window)
 {
-    const uint8_t *p = kv->mv_data;
-    const uint8_t *zero = memchr(p, 0, kv->mv_size);
+    const uint8_t *r = key_rest(kv, 13, tenant_len);
 
-    if (zero == NULL || (size_t)(zero - p) + 1 + 13 != kv->mv_size) {
+    if (r == NULL) {
         return false;
     }
-    *tenant_len = (size_t)(zero - p);
-    *base = be32(zero + 1);
-    *level = zero[5];
-    *window = (int64_t)be64(zero + 6);
+    *base = be32(r);
+    *level = r[4];
+    *window = (int64_t)be64(r + 5);
     return true;
 }
 
@@ -296,15 +312,31 @@ static inline bool node_key_split(const MDB_val *kv, size_t *tenant_len, uint32_
 static inline bool bundle_key_split(const MDB_val *kv, size_t *tenant_len, uint32_t *base,
                                     int64_t *span)
 {
-    const uint8_t *p = kv->mv_data;
-    const uint8_t *zero = memchr(p, 0, kv->mv_size);
+    const uint8_t *r = key_rest(kv, 12, tenant_len);
 
-    if (zero == NULL || (size_t)(zero - p) + 13 != kv->mv_size) {
+    if (r == NULL) {
         return false;
     }
-    *tenant_len = (size_t)(zero - p);
-    *base = be32(zero + 1);
-    *span = (int64_t)be64(zero + 5);
+    *base = be32(r);
+    *span = (int64_t)be64(r + 4);
+    return true;
+}
+
+/*
+ * Splits a dictionary key (store_bundle.c): tenant 0 be64(h64 of the service)
+ * be64(day: the bundles' span start / 86,400, rounded down). False when kv is
+ * not one.
+ */
+static inline bool dict_key_split(const MDB_val *kv, size_t *tenant_len, uint64_t *service,
+                                  int64_t *day)
+{
+    const uint8_t *r = key_rest(kv, 16, tenant_len);
+
+    if (r == NULL) {
+        return false;
+    }
+    *service = be64(r);
+    *day = (int64_t)be64(r + 8);
     return true;
 }
 
@@ -591,6 +623,14 @@ int fc_store_packed_entry(const uint8_t *data, const struct packed *p, uint64_t 
  */
 #define FC_STORE_BUNDLED_MARKER 0x20000000u
 #define FC_STORE_MARKER_LEN 13
+/*
+ * Format 14: the top bit of a bundle's index length says its contents were
+ * compressed with a dictionary; be64(h64 of the base's service_name) then
+ * follows the index frame. A dictionary is at most FC_STORE_DICT_MAX bytes.
+ */
+#define FC_STORE_BUNDLE_DICT 0x80000000u
+#define FC_STORE_DICT_MAX (64u * 1024u)
+#define FC_STORE_DAY_SECS 86400
 
 /* The last bundle a reader loaded (a span's 10 s windows are read together). */
 struct bundle_cache {
@@ -603,6 +643,16 @@ struct bundle_cache {
     /* The contents' frame: in the bundle's value, valid for the transaction until its next put. */
     const uint8_t *frame;
     size_t frame_len;
+    /*
+     * Format 14: the contents were compressed with their service's
+     * dictionary of the day (dict_service) as a zstd prefix; prefix is that
+     * dictionary, borrowed from LMDB as frame is (NULL: not found, so the
+     * contents do not decode).
+     */
+    bool dict;
+    uint64_t dict_service;
+    const uint8_t *prefix;
+    size_t prefix_len;
     uint8_t *raw; /* owned: the contents, or their first size bytes, once decompressed */
     size_t size;
     bool whole; /* raw holds all of them */

@@ -535,6 +535,12 @@ static ZSTD_DCtx *thread_dctx(void)
 
 uint8_t *fc_tree_unzstd(const uint8_t *frame, size_t len, size_t *size)
 {
+    return fc_tree_unzstd_prefix(frame, len, NULL, 0, size);
+}
+
+uint8_t *fc_tree_unzstd_prefix(const uint8_t *frame, size_t len, const uint8_t *prefix,
+                               size_t prefix_len, size_t *size)
+{
     ZSTD_DCtx *d = thread_dctx();
     unsigned long long claimed = ZSTD_getFrameContentSize(frame, len);
     uint8_t *raw;
@@ -544,7 +550,12 @@ uint8_t *fc_tree_unzstd(const uint8_t *frame, size_t len, size_t *size)
         return NULL;
     }
     raw = fc_xmalloc(claimed ? claimed : 1);
-    if (d == NULL || ZSTD_isError(ZSTD_decompressDCtx(d, raw, claimed, frame, len))) {
+    /* A prefix is referenced for the next frame only: the thread's context stays plain. */
+    if (d == NULL || (prefix != NULL && ZSTD_isError(ZSTD_DCtx_refPrefix(d, prefix, prefix_len))) ||
+        ZSTD_isError(ZSTD_decompressDCtx(d, raw, claimed, frame, len))) {
+        if (d != NULL && prefix != NULL) {
+            ZSTD_DCtx_reset(d, ZSTD_reset_session_and_parameters);
+        }
         free(raw);
         return NULL;
     }

@@ -81,6 +81,9 @@ size_t fc_tree_max_raw(size_t compressed);
  * NULL when the frame is corrupt or claims more than fc_tree_max_raw(len).
  */
 uint8_t *fc_tree_unzstd(const uint8_t *frame, size_t len, size_t *size);
+/* The same, for a frame compressed with prefix (a raw-content dictionary) referenced. */
+uint8_t *fc_tree_unzstd_prefix(const uint8_t *frame, size_t len, const uint8_t *prefix,
+                               size_t prefix_len, size_t *size);
 
 /* Appends the zstd-compressed serialization. */
 int fc_tree_encode(const struct fc_tree *t, struct fc_buf *out);

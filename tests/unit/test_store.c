@@ -652,7 +652,7 @@ static void test_corrupt_window_is_skipped(void **state)
 /* A store written in another on-disk format is refused at open, never misread. */
 static void test_other_format_is_refused(void **state)
 {
-    static const uint8_t key[] = "\0format\x0d\0"; /* the key, then le32 13 */
+    static const uint8_t key[] = "\0format\x0e\0"; /* the key, then le32 14 */
     char sub[128], path[160];
     struct fc_store_options o = {0};
     struct fc_store *s2;
@@ -669,16 +669,16 @@ static void test_other_format_is_refused(void **state)
     /* The meta value (le32 version) follows its key in the LMDB leaf. */
     snprintf(path, sizeof(path), "%s/data.mdb", sub);
     /*
-     * Format 12 (series keyed by h128 of their labels) opens, and is marked
-     * 13 again; so do 11 (selfs not scaled), 10 (a split series' type not
-     * interned), 9 (whole series labels), 8 (no bundles), 7 (one id per
-     * posting), 6 (interleaved trees) and 5 (no log, no links).
+     * Format 13 (bundles without a dictionary) opens, and is marked 14
+     * again; so do 12 (series keyed by h128 of their labels), 11 (selfs not scaled), 10 (a split
+     * series' type not interned), 9 (whole series labels), 8 (no bundles), 7 (one id per posting),
+     * 6 (interleaved trees) and 5 (no log, no links).
      */
-    for (uint8_t older = 12; older >= 5; older--) {
+    for (uint8_t older = 13; older >= 5; older--) {
         assert_true(patch_file(path, key, sizeof(key) - 1, 7, older) > 0);
         assert_int_equal(fc_store_open(&o, &s2, &err), FC_OK);
         fc_store_close(s2);
-        assert_int_equal(fc_test_store_format(sub), 13);
+        assert_int_equal(fc_test_store_format(sub), 14);
     }
     /* Then made 2: refused. */
     assert_true(patch_file(path, key, sizeof(key) - 1, 7, 2) > 0);
@@ -840,7 +840,7 @@ static void test_names_of_format_3_still_read(void **state)
     fc_store_result_release(&res);
     fc_store_close(s2);
     /* Marked format 8 at open: reopens, and an older build would refuse it. */
-    assert_int_equal(fc_test_store_format(sub), 13);
+    assert_int_equal(fc_test_store_format(sub), 14);
     release(&got);
     release(&want);
     fc_selector_release(&sel);
@@ -1098,7 +1098,7 @@ static void test_unscaled_windows_of_format_11_still_read(void **state)
     b = store_go_cpu("format11", sub, sizeof(sub), &o);
     assert_int_equal(make_format_11(sub), 2); /* the 10 s window and its 100 s window */
     go_cpu_read_as_written(&o, b, "format 11");
-    assert_int_equal(fc_test_store_format(sub), 13);
+    assert_int_equal(fc_test_store_format(sub), 14);
     lmdb_begin(sub, MDB_RDONLY, &env, &txn);
     assert_int_equal(mdb_dbi_open(txn, "node", 0, &node), 0);
     assert_int_equal(mdb_cursor_open(txn, node, &c), 0);
@@ -1242,7 +1242,7 @@ static void test_interleaved_windows_of_format_6_still_read(void **state)
     go_cpu_read_as_written(&o, b, "format 6");
 
     /* Marked again; both windows written again, in columns. */
-    assert_int_equal(fc_test_store_format(sub), 13);
+    assert_int_equal(fc_test_store_format(sub), 14);
     lmdb_begin(sub, MDB_RDONLY, &env, &txn);
     assert_int_equal(mdb_dbi_open(txn, "node", 0, &node), 0);
     n_columns = 0;
@@ -2039,7 +2039,7 @@ static struct fc_store *reopened_as_before(const char *name, const char *tenant,
     snprintf(sub, sizeof(sub), "%s/%s", dir, name);
     *rewritten = rewrite(sub);
     s2 = open_sub(name);
-    assert_int_equal(fc_test_store_format(sub), 13);
+    assert_int_equal(fc_test_store_format(sub), 14);
     n_after = listed(s2, tenant, "{service_name=\"svc-0\"}", &after);
     assert_int_equal(n_after, n);
     for (size_t i = 0; i < n; i++) {
@@ -2368,7 +2368,7 @@ static void test_series_of_format_12_still_found(void **state)
     assert_int_equal(in_values + own_keys, 0);
     assert_int_equal(by_h128, n + 2);
     s2 = open_sub("h128");
-    assert_int_equal(fc_test_store_format(sub), 13);
+    assert_int_equal(fc_test_store_format(sub), 14);
     write_pods(s2, 0, 2, "h1"); /* the same pods again: the same series */
     assert_int_equal(cpu_of(s2, "h1", "pod=\"p1\""), 2 * GO_CPU_TOTAL);
     assert_int_equal(cpu_of(s2, "h1", "task=\"map\""), 4 * task_cpu("map"));
@@ -2563,7 +2563,7 @@ static void test_one_id_postings_of_format_7_still_read(void **state)
     assert_int_equal(pods_total(s2, "p7", 150), one);
     assert_int_equal(pods_total(s2, "p7", -1), 180 * one);
     fc_store_close(s2);
-    assert_int_equal(fc_test_store_format(sub), 13);
+    assert_int_equal(fc_test_store_format(sub), 14);
     ids = postings_layout(sub, &chunks, &short_chunks, &ones);
     assert_int_equal(ones, n_keys);
     assert_int_equal(ids, sid_label_pairs(sub));
