@@ -552,8 +552,25 @@ int fc_store_write_spans(struct writer *w, struct frames *f, const struct fc_bat
  * unread (a dirty window is read through its children, then rebuilt).
  */
 #define FC_STORE_LINK_LEN 12
-/* Series ids per posting chunk (store_write.c posting_add): 256 bytes, rewritten per new series. */
-#define FC_STORE_POSTING_CHUNK 64
+/*
+ * Postings (`post`, store_write.c posting_add): under (name, value) chunks
+ * of increasing series ids, each keyed by its first id.
+ *  - format 15: key ... be32(first id) u8 FC_STORE_POSTING_DELTAS; value:
+ *    the later ids as uvarint differences from the one before (each >= 1),
+ *    at most FC_STORE_POSTING_IDS ids in all;
+ *  - format 8: key ... be32(first id); value: be32 of every id, the first
+ *    included, at most 64 (FC_STORE_POSTING_IDS bounds what is read);
+ *  - format 7: key ... be32(id); value empty.
+ */
+#define FC_STORE_POSTING_DELTAS 1
+#define FC_STORE_POSTING_IDS 256
+/*
+ * The ids of posting entry (kv, v), whose (tenant, name, value) part is
+ * prefix_len bytes, into ids[FC_STORE_POSTING_IDS]; false when it is no
+ * posting of any format or does not decode (ids not increasing, too many).
+ */
+bool fc_store_posting_ids(const MDB_val *kv, size_t prefix_len, const MDB_val *v, uint32_t *ids,
+                          size_t *n);
 void fc_store_link_encode(int64_t child_start, uint8_t out[FC_STORE_LINK_LEN]);
 /* Whether v is a link, and to which child start. */
 bool fc_store_link_of(const MDB_val *v, int64_t *child_start);

@@ -9,6 +9,7 @@
 #include "core/log.h"
 #include "core/mem.h"
 #include "core/sat.h"
+#include "formats/pb.h"
 
 #include <lmdb.h>
 #include <stdatomic.h>
@@ -27,10 +28,51 @@ static void ids_push(struct idset *s, uint32_t id)
     s->v[s->n++] = id;
 }
 
+bool fc_store_posting_ids(const MDB_val *kv, size_t prefix_len, const MDB_val *v, uint32_t *ids,
+                          size_t *n)
+{
+    const uint8_t *k = (const uint8_t *)kv->mv_data + prefix_len, *p = v->mv_data;
+    struct fc_pb r;
+
+    *n = 0;
+    if (kv->mv_size == prefix_len + 5 && k[4] == FC_STORE_POSTING_DELTAS) {
+        ids[(*n)++] = be32(k);
+        fc_pb_init(&r, p, v->mv_size);
+        while (r.p < r.end) {
+            uint64_t d;
+            if (*n == FC_STORE_POSTING_IDS || fc_pb_varint(&r, &d) != 0 || d == 0 ||
+                d > UINT32_MAX - ids[*n - 1]) {
+                return false;
+            }
+            ids[*n] = ids[*n - 1] + (uint32_t)d;
+            (*n)++;
+        }
+        return true;
+    }
+    if (kv->mv_size != prefix_len + 4) {
+        return false;
+    }
+    if (v->mv_size == 0) { /* format 7: the id in the key */
+        ids[(*n)++] = be32(k);
+        return true;
+    }
+    if (v->mv_size % 4 != 0 || v->mv_size / 4 > FC_STORE_POSTING_IDS) {
+        return false;
+    }
+    for (size_t i = 0; i < v->mv_size; i += 4) {
+        ids[*n] = be32(p + i);
+        if (*n > 0 && ids[*n] <= ids[*n - 1]) {
+            return false;
+        }
+        (*n)++;
+    }
+    return true;
+}
+
 /*
- * Series ids of (name, value), from the postings (chunks of ids, or one id
- * in the key: store_write.c posting_add), sorted. With cap > 0 it
- * stops after cap + 1 ids and returns false: the list is longer than cap.
+ * Series ids of (name, value), from the postings (fc_store_posting_ids),
+ * sorted. With cap > 0 it stops after cap + 1 ids and returns false: the
+ * list is longer than cap.
  */
 static bool postings(struct reader *r, const char *name, const char *value, size_t cap,
                      struct idset *out)
@@ -50,21 +92,21 @@ static bool postings(struct reader *r, const char *name, const char *value, size
     kv = val(k.b, k.n);
     for (rc = mdb_cursor_get(c, &kv, &v, MDB_SET_RANGE); rc == 0;
          rc = mdb_cursor_get(c, &kv, &v, MDB_NEXT)) {
-        if (kv.mv_size != k.n + 4 || memcmp(kv.mv_data, k.b, k.n) != 0) {
+        uint32_t ids[FC_STORE_POSTING_IDS];
+        size_t got;
+        if (kv.mv_size < k.n + 4 || memcmp(kv.mv_data, k.b, k.n) != 0) {
             break;
         }
-        if (v.mv_size == 0) { /* a format 7 posting: the id in the key */
-            v = val((const uint8_t *)kv.mv_data + k.n, 4);
-        } else if (v.mv_size % 4 != 0) {
+        if (!fc_store_posting_ids(&kv, k.n, &v, ids, &got)) {
             atomic_fetch_add(&r->s->corrupt, 1);
             continue;
         }
-        for (size_t i = 0; i < v.mv_size; i += 4) {
+        for (size_t i = 0; i < got; i++) {
             if (cap != 0 && n++ == cap) {
                 mdb_cursor_close(c);
                 return false;
             }
-            ids_push(out, be32((const uint8_t *)v.mv_data + i));
+            ids_push(out, ids[i]);
         }
     }
     mdb_cursor_close(c);

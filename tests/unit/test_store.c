@@ -22,6 +22,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 #include <lmdb.h>
+#include <xxhash.h>
 #include <zstd.h>
 
 #include "core/buf.h"
@@ -652,7 +653,7 @@ static void test_corrupt_window_is_skipped(void **state)
 /* A store written in another on-disk format is refused at open, never misread. */
 static void test_other_format_is_refused(void **state)
 {
-    static const uint8_t key[] = "\0format\x0e\0"; /* the key, then le32 14 */
+    static const uint8_t key[] = "\0format\x0f\0"; /* the key, then le32 15 */
     char sub[128], path[160];
     struct fc_store_options o = {0};
     struct fc_store *s2;
@@ -669,16 +670,17 @@ static void test_other_format_is_refused(void **state)
     /* The meta value (le32 version) follows its key in the LMDB leaf. */
     snprintf(path, sizeof(path), "%s/data.mdb", sub);
     /*
-     * Format 13 (bundles without a dictionary) opens, and is marked 14
-     * again; so do 12 (series keyed by h128 of their labels), 11 (selfs not scaled), 10 (a split
+     * Format 14 (postings of be32 ids) opens, and is marked 15 again; so
+     * do 13 (bundles without a dictionary), 12 (series keyed by h128 of
+     * their labels), 11 (selfs not scaled), 10 (a split
      * series' type not interned), 9 (whole series labels), 8 (no bundles), 7 (one id per posting),
      * 6 (interleaved trees) and 5 (no log, no links).
      */
-    for (uint8_t older = 13; older >= 5; older--) {
+    for (uint8_t older = 14; older >= 5; older--) {
         assert_true(patch_file(path, key, sizeof(key) - 1, 7, older) > 0);
         assert_int_equal(fc_store_open(&o, &s2, &err), FC_OK);
         fc_store_close(s2);
-        assert_int_equal(fc_test_store_format(sub), 14);
+        assert_int_equal(fc_test_store_format(sub), 15);
     }
     /* Then made 2: refused. */
     assert_true(patch_file(path, key, sizeof(key) - 1, 7, 2) > 0);
@@ -840,7 +842,7 @@ static void test_names_of_format_3_still_read(void **state)
     fc_store_result_release(&res);
     fc_store_close(s2);
     /* Marked format 8 at open: reopens, and an older build would refuse it. */
-    assert_int_equal(fc_test_store_format(sub), 14);
+    assert_int_equal(fc_test_store_format(sub), 15);
     release(&got);
     release(&want);
     fc_selector_release(&sel);
@@ -1098,7 +1100,7 @@ static void test_unscaled_windows_of_format_11_still_read(void **state)
     b = store_go_cpu("format11", sub, sizeof(sub), &o);
     assert_int_equal(make_format_11(sub), 2); /* the 10 s window and its 100 s window */
     go_cpu_read_as_written(&o, b, "format 11");
-    assert_int_equal(fc_test_store_format(sub), 14);
+    assert_int_equal(fc_test_store_format(sub), 15);
     lmdb_begin(sub, MDB_RDONLY, &env, &txn);
     assert_int_equal(mdb_dbi_open(txn, "node", 0, &node), 0);
     assert_int_equal(mdb_cursor_open(txn, node, &c), 0);
@@ -1242,7 +1244,7 @@ static void test_interleaved_windows_of_format_6_still_read(void **state)
     go_cpu_read_as_written(&o, b, "format 6");
 
     /* Marked again; both windows written again, in columns. */
-    assert_int_equal(fc_test_store_format(sub), 14);
+    assert_int_equal(fc_test_store_format(sub), 15);
     lmdb_begin(sub, MDB_RDONLY, &env, &txn);
     assert_int_equal(mdb_dbi_open(txn, "node", 0, &node), 0);
     n_columns = 0;
@@ -1504,14 +1506,58 @@ static int64_t pods_total(struct fc_store *s2, const char *tenant, int pod)
 }
 
 /*
- * The postings as docs/internals/store.md gives them, read from LMDB: per
- * (name, value), chunks of be32 ids (an empty value: the one id in the key),
- * ids increasing across chunks, a chunk's first id its key's. Returns the
- * ids in all; *chunks the entries, *short_chunks the chunks
- * that hold fewer than 64 and are not the last of their (name, value), and
- * *ones the entries of one id in the key (format 7).
+ * The ids of posting entry (k, v), read from the layout documented in
+ * storage/store_int.h: key tenant 0 h64(name) h64(value) be32(first id),
+ * then for format 15 a byte 1 and a value of uvarint differences; for
+ * format 8 a value of be32 ids; for format 7 an empty value. Returns how
+ * many (at most 256, into ids); *layout 15, 8 or 7; *group_n the length
+ * of the key before its id.
  */
-static size_t postings_layout(const char *sub, size_t *chunks, size_t *short_chunks, size_t *ones)
+static size_t chunk_ids(const MDB_val *k, const MDB_val *v, uint32_t *ids, int *layout,
+                        size_t *group_n)
+{
+    const uint8_t *kb = k->mv_data, *zero = memchr(kb, 0, k->mv_size);
+    size_t n = 0;
+
+    assert_non_null(zero);
+    *group_n = (size_t)(zero - kb) + 1 + 16;
+    assert_true(k->mv_size == *group_n + 4 || k->mv_size == *group_n + 5);
+    ids[n++] = be32(kb + *group_n);
+    if (k->mv_size == *group_n + 5) {
+        const uint8_t *p = v->mv_data, *end = p + v->mv_size;
+        assert_int_equal(kb[*group_n + 4], 1);
+        *layout = 15;
+        while (p < end) {
+            uint64_t d = ref_uvarint(&p);
+            assert_true(d >= 1 && p <= end && n < 256);
+            ids[n] = ids[n - 1] + (uint32_t)d;
+            n++;
+        }
+        return n;
+    }
+    if (v->mv_size == 0) {
+        *layout = 7;
+        return n;
+    }
+    *layout = 8;
+    assert_int_equal(v->mv_size % 4, 0);
+    assert_true(v->mv_size / 4 <= 64);
+    assert_int_equal(be32(v->mv_data), ids[0]);
+    for (size_t i = 4; i < v->mv_size; i += 4) {
+        ids[n++] = be32((const uint8_t *)v->mv_data + i);
+    }
+    return n;
+}
+
+/*
+ * The postings of the store at sub, checked: ids increasing within a chunk
+ * and from one chunk of a (name, value) to the next; *chunks entries,
+ * *short_chunks chunks not full though another of their layout follows them
+ * (format 15: 256 ids, format 8: 64), *ones format 7 entries, *value_bytes
+ * the bytes of format 15 values. Returns how many ids.
+ */
+static size_t postings_layout(const char *sub, size_t *chunks, size_t *short_chunks, size_t *ones,
+                              size_t *value_bytes)
 {
     MDB_env *env;
     MDB_txn *txn;
@@ -1520,46 +1566,40 @@ static size_t postings_layout(const char *sub, size_t *chunks, size_t *short_chu
     MDB_val k, v;
     uint8_t group[512] = {0}; /* the key without its id: tenant 0 h64(name) h64(value) */
     size_t group_n = 0;
-    uint32_t last = 0;
+    uint32_t last = 0, got[256];
     size_t ids = 0, prev_n = 0;
+    int prev_layout = 0;
     bool have = false;
 
-    *chunks = *short_chunks = *ones = 0;
+    *chunks = *short_chunks = *ones = *value_bytes = 0;
     lmdb_begin(sub, MDB_RDONLY, &env, &txn);
     assert_int_equal(mdb_dbi_open(txn, "post", 0, &post), 0);
     assert_int_equal(mdb_cursor_open(txn, post, &c), 0);
     for (int g = mdb_cursor_get(c, &k, &v, MDB_FIRST); g == 0;
          g = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
-        const uint8_t *kb = k.mv_data, *vb = v.mv_data;
-        uint32_t key_id = be32(kb + k.mv_size - 4);
-        size_t n = v.mv_size / 4;
-        bool same = have && group_n == k.mv_size - 4 && memcmp(group, kb, group_n) == 0;
-        assert_true(k.mv_size > 20);
-        assert_int_equal(v.mv_size % 4, 0);
-        if (same && prev_n > 0 && prev_n < 64) {
+        int layout;
+        size_t gn, n = chunk_ids(&k, &v, got, &layout, &gn);
+        bool same = have && group_n == gn && memcmp(group, k.mv_data, gn) == 0;
+        if (same && layout == prev_layout &&
+            ((layout == 15 && prev_n < 256) || (layout == 8 && prev_n < 64))) {
             (*short_chunks)++; /* the previous chunk was not the last: it should have been full */
         }
         if (!same) {
-            group_n = k.mv_size - 4;
-            memcpy(group, kb, group_n);
+            group_n = gn;
+            memcpy(group, k.mv_data, gn);
             have = true;
         } else {
-            assert_true(key_id > last);
+            assert_true(got[0] > last);
         }
-        if (n == 0) {
-            (*ones)++;
-            last = key_id;
-            ids++;
-        } else {
-            assert_true(n <= 64);
-            assert_int_equal(be32(vb), key_id);
-            for (size_t i = 0; i < n; i++) {
-                assert_true(i == 0 || be32(vb + 4 * i) > be32(vb + 4 * (i - 1)));
-            }
-            last = be32(vb + 4 * (n - 1));
-            ids += n;
+        for (size_t i = 1; i < n; i++) {
+            assert_true(got[i] > got[i - 1]);
         }
+        last = got[n - 1];
+        ids += n;
+        *ones += layout == 7;
+        *value_bytes += layout == 15 ? v.mv_size : 0;
         prev_n = n;
+        prev_layout = layout;
         (*chunks)++;
     }
     mdb_cursor_close(c);
@@ -1616,7 +1656,7 @@ static void test_postings_in_chunks(void **state)
 {
     struct fc_store *s2 = open_sub("postings");
     char sub[128];
-    size_t chunks, short_chunks, ones, ids, pairs;
+    size_t chunks, short_chunks, ones, ids, pairs, bytes;
     int64_t one;
 
     (void)state;
@@ -1633,13 +1673,23 @@ static void test_postings_in_chunks(void **state)
     assert_int_equal(pods_total(s2, "pp", -1), 150 * one);
     fc_store_close(s2);
     snprintf(sub, sizeof(sub), "%s/postings", dir);
-    ids = postings_layout(sub, &chunks, &short_chunks, &ones);
+    ids = postings_layout(sub, &chunks, &short_chunks, &ones, &bytes);
     pairs = sid_label_pairs(sub);
+    print_message("%zu ids in %zu chunks, %zu bytes of differences\n", ids, chunks, bytes);
     assert_true(pairs > 150 * 3);
     assert_int_equal(ids, pairs);
     assert_int_equal(ones, 0);
     assert_int_equal(short_chunks, 0);
-    assert_true(chunks < pairs / 4); /* not one entry per id */
+    /*
+     * A pod's value holds its ~35 series in one chunk and the others fill
+     * chunks of 256 (288 chunks for 40,800 ids measured; chunks of 64 would
+     * be about 700). Series of one pod take consecutive ids and those of one
+     * label value are a pod's series apart, so nearly every difference
+     * takes one byte (40,512 bytes for 40,512 differences measured; format
+     * 8 took four bytes an id).
+     */
+    assert_true(chunks < pairs / 100);
+    assert_true(bytes < (ids - chunks) * 9 / 8);
 }
 
 /* CPU of the samples of go-1s-cpu.pb.gz labelled task=<task>, from the decoded profile. */
@@ -2039,7 +2089,7 @@ static struct fc_store *reopened_as_before(const char *name, const char *tenant,
     snprintf(sub, sizeof(sub), "%s/%s", dir, name);
     *rewritten = rewrite(sub);
     s2 = open_sub(name);
-    assert_int_equal(fc_test_store_format(sub), 14);
+    assert_int_equal(fc_test_store_format(sub), 15);
     n_after = listed(s2, tenant, "{service_name=\"svc-0\"}", &after);
     assert_int_equal(n_after, n);
     for (size_t i = 0; i < n; i++) {
@@ -2368,7 +2418,7 @@ static void test_series_of_format_12_still_found(void **state)
     assert_int_equal(in_values + own_keys, 0);
     assert_int_equal(by_h128, n + 2);
     s2 = open_sub("h128");
-    assert_int_equal(fc_test_store_format(sub), 14);
+    assert_int_equal(fc_test_store_format(sub), 15);
     write_pods(s2, 0, 2, "h1"); /* the same pods again: the same series */
     assert_int_equal(cpu_of(s2, "h1", "pod=\"p1\""), 2 * GO_CPU_TOTAL);
     assert_int_equal(cpu_of(s2, "h1", "task=\"map\""), 4 * task_cpu("map"));
@@ -2500,6 +2550,94 @@ static void test_whole_labels_of_format_9_still_read(void **state)
 }
 
 /*
+ * Rewrites every posting chunk of the closed store at sub into chunks of
+ * at most per_chunk ids in an older layout (storage/store_int.h): per_chunk
+ * 1, format 7 (one key per id, an empty value); else format 8's (be32 ids,
+ * the first the key's); and its version into `version`. Returns the
+ * entries written.
+ */
+static size_t rewrite_postings(const char *sub, size_t per_chunk, uint32_t version)
+{
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi post, meta;
+    MDB_cursor *c;
+    MDB_val k, v;
+    struct fc_buf entries; /* u32 key length, key, u32 value length, value */
+    size_t n_entries = 0;
+
+    fc_buf_init(&entries, 0);
+    lmdb_begin(sub, 0, &env, &txn);
+    assert_int_equal(mdb_dbi_open(txn, "post", 0, &post), 0);
+    assert_int_equal(mdb_dbi_open(txn, "meta", 0, &meta), 0);
+    assert_int_equal(mdb_cursor_open(txn, post, &c), 0);
+    for (int g = mdb_cursor_get(c, &k, &v, MDB_FIRST); g == 0;
+         g = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+        uint32_t got[256];
+        int layout;
+        size_t gn, n = chunk_ids(&k, &v, got, &layout, &gn);
+        assert_int_equal(layout, 15);
+        for (size_t at = 0; at < n; at += per_chunk) {
+            size_t m = n - at < per_chunk ? n - at : per_chunk;
+            uint32_t klen = (uint32_t)gn + 4, vlen = per_chunk == 1 ? 0 : 4 * (uint32_t)m;
+            uint8_t be[4];
+            fc_buf_append(&entries, &klen, 4);
+            fc_buf_append(&entries, k.mv_data, gn);
+            for (size_t i = 0; i <= (per_chunk == 1 ? 0 : m); i++) {
+                uint32_t id = got[at + (i == 0 ? 0 : i - 1)]; /* the key's id, then the value's */
+                be[0] = (uint8_t)(id >> 24);
+                be[1] = (uint8_t)(id >> 16);
+                be[2] = (uint8_t)(id >> 8);
+                be[3] = (uint8_t)id;
+                if (i == 1) {
+                    fc_buf_append(&entries, &vlen, 4);
+                }
+                fc_buf_append(&entries, be, 4);
+            }
+            if (per_chunk == 1) {
+                fc_buf_append(&entries, &vlen, 4);
+            }
+            n_entries++;
+        }
+    }
+    mdb_cursor_close(c);
+    assert_int_equal(mdb_drop(txn, post, 0), 0);
+    for (size_t at = 0; at < entries.len;) {
+        uint32_t klen, vlen;
+        memcpy(&klen, entries.data + at, 4);
+        memcpy(&vlen, entries.data + at + 4 + klen, 4);
+        k = (MDB_val){klen, entries.data + at + 4};
+        v = (MDB_val){vlen, vlen ? entries.data + at + 4 + klen + 4 : NULL};
+        assert_int_equal(mdb_put(txn, post, &k, &v, 0), 0);
+        at += 4 + klen + 4 + vlen;
+    }
+    lmdb_commit_format(env, txn, meta, version);
+    fc_buf_release(&entries);
+    return n_entries;
+}
+
+/*
+ * The older store at name (tenant's pods 0-99, each `one`) answers, takes
+ * pods 100-179, answers for all of them, and is marked 15.
+ */
+static void older_postings_answer(const char *name, const char *tenant, int64_t one)
+{
+    struct fc_store *s2 = open_sub(name);
+    char sub[128];
+
+    assert_int_equal(pods_total(s2, tenant, 0), one);
+    assert_int_equal(pods_total(s2, tenant, 99), one);
+    assert_int_equal(pods_total(s2, tenant, -1), 100 * one);
+    write_pods(s2, 100, 180, tenant);
+    assert_int_equal(pods_total(s2, tenant, 150), one);
+    assert_int_equal(pods_total(s2, tenant, 42), one);
+    assert_int_equal(pods_total(s2, tenant, -1), 180 * one);
+    fc_store_close(s2);
+    snprintf(sub, sizeof(sub), "%s/%s", dir, name);
+    assert_int_equal(fc_test_store_format(sub), 15);
+}
+
+/*
  * A format 7 store (one posting per id, in the key, an empty value) is read,
  * and new series are added after its postings: made here from a store of this
  * build by rewriting its chunks into one entry per id, and the version into 7.
@@ -2508,13 +2646,7 @@ static void test_one_id_postings_of_format_7_still_read(void **state)
 {
     struct fc_store *s2 = open_sub("postings7");
     char sub[128];
-    MDB_env *env;
-    MDB_txn *txn;
-    MDB_dbi post, meta;
-    MDB_cursor *c;
-    MDB_val k, v;
-    struct fc_buf keys;
-    size_t chunks, short_chunks, ones, ids, n_keys = 0;
+    size_t chunks, short_chunks, ones, ids, bytes, n_keys;
     int64_t one;
 
     (void)state;
@@ -2522,52 +2654,102 @@ static void test_one_id_postings_of_format_7_still_read(void **state)
     one = pods_total(s2, "p7", 0);
     fc_store_close(s2);
     snprintf(sub, sizeof(sub), "%s/postings7", dir);
-    /* Every chunk becomes one key per id, empty values. */
-    fc_buf_init(&keys, 0);
+    n_keys = rewrite_postings(sub, 1, 7);
+    ids = postings_layout(sub, &chunks, &short_chunks, &ones, &bytes);
+    assert_int_equal(ones, n_keys);
+    assert_int_equal(ids, n_keys);
+    /* New pods go after the one-id postings, in chunks. */
+    older_postings_answer("postings7", "p7", one);
+    ids = postings_layout(sub, &chunks, &short_chunks, &ones, &bytes);
+    assert_int_equal(ones, n_keys);
+    assert_int_equal(ids, sid_label_pairs(sub));
+    assert_true(chunks - ones > 0);
+}
+
+/*
+ * A format 14 store (postings of be32 ids, up to 64 a chunk) is read, and
+ * new series are added after its chunks as differences: made here from a
+ * store of this build by rewriting its chunks from the layout in
+ * storage/store_int.h, and the version into 14.
+ */
+static void test_be32_postings_of_format_14_still_read(void **state)
+{
+    struct fc_store *s2 = open_sub("postings14");
+    char sub[128];
+    size_t chunks, short_chunks, ones, ids, bytes, old_chunks;
+    int64_t one;
+
+    (void)state;
+    write_pods(s2, 0, 100, "p14");
+    one = pods_total(s2, "p14", 0);
+    fc_store_close(s2);
+    snprintf(sub, sizeof(sub), "%s/postings14", dir);
+    old_chunks = rewrite_postings(sub, 64, 14);
+    ids = postings_layout(sub, &chunks, &short_chunks, &ones, &bytes);
+    assert_int_equal(chunks, old_chunks);
+    assert_int_equal(bytes, 0);
+    assert_int_equal(ids, sid_label_pairs(sub));
+    /* New pods go after the be32 chunks, as differences. */
+    older_postings_answer("postings14", "p14", one);
+    ids = postings_layout(sub, &chunks, &short_chunks, &ones, &bytes);
+    assert_int_equal(ids, sid_label_pairs(sub));
+    assert_int_equal(short_chunks, 0);
+    assert_true(chunks > old_chunks && bytes > 0);
+}
+
+/*
+ * A posting chunk that does not decode (here a difference of 0) is skipped
+ * and counted: its pod is not found by its label, every other pod is.
+ */
+static void test_damaged_posting_chunk_skipped(void **state)
+{
+    struct fc_store *s2 = open_sub("postdamage");
+    char sub[128];
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi post, meta;
+    uint8_t key[64];
+    uint64_t h;
+    MDB_cursor *c;
+    MDB_val k, v, zero = {1, (void *)"\0"};
+    size_t n = 0;
+    int64_t one;
+
+    (void)state;
+    write_pods(s2, 0, 20, "pd");
+    one = pods_total(s2, "pd", 3);
+    fc_store_close(s2);
+    snprintf(sub, sizeof(sub), "%s/postdamage", dir);
+    /* pod="p3": tenant 0 h64("pod") h64("p3"), then its one chunk's id. */
+    memcpy(key, "pd", 3);
+    h = XXH3_64bits("pod", 3);
+    for (int i = 0; i < 8; i++) {
+        key[3 + i] = (uint8_t)(h >> (56 - 8 * i));
+    }
+    h = XXH3_64bits("p3", 2);
+    for (int i = 0; i < 8; i++) {
+        key[11 + i] = (uint8_t)(h >> (56 - 8 * i));
+    }
     lmdb_begin(sub, 0, &env, &txn);
     assert_int_equal(mdb_dbi_open(txn, "post", 0, &post), 0);
     assert_int_equal(mdb_dbi_open(txn, "meta", 0, &meta), 0);
     assert_int_equal(mdb_cursor_open(txn, post, &c), 0);
-    for (int g = mdb_cursor_get(c, &k, &v, MDB_FIRST); g == 0;
+    k = (MDB_val){19, key};
+    for (int g = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
+         g == 0 && k.mv_size > 19 && memcmp(k.mv_data, key, 19) == 0;
          g = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
-        uint32_t klen = (uint32_t)k.mv_size;
-        for (size_t i = 0; i < v.mv_size; i += 4) {
-            fc_buf_append(&keys, &klen, 4);
-            fc_buf_append(&keys, k.mv_data, k.mv_size - 4);
-            fc_buf_append(&keys, (const uint8_t *)v.mv_data + i, 4);
-            n_keys++;
-        }
+        assert_int_equal(mdb_cursor_put(c, &k, &zero, MDB_CURRENT), 0);
+        n++;
     }
     mdb_cursor_close(c);
-    assert_int_equal(mdb_drop(txn, post, 0), 0);
-    for (size_t at = 0; at < keys.len;) {
-        uint32_t klen;
-        memcpy(&klen, keys.data + at, 4);
-        k = (MDB_val){klen, keys.data + at + 4};
-        v = (MDB_val){0, NULL};
-        assert_int_equal(mdb_put(txn, post, &k, &v, 0), 0);
-        at += 4 + klen;
-    }
-    lmdb_commit_format(env, txn, meta, 7);
-    fc_buf_release(&keys);
-    ids = postings_layout(sub, &chunks, &short_chunks, &ones);
-    assert_int_equal(ones, n_keys);
-    assert_int_equal(ids, n_keys);
-
-    s2 = open_sub("postings7");
-    assert_int_equal(pods_total(s2, "p7", 0), one);
-    assert_int_equal(pods_total(s2, "p7", 99), one);
-    assert_int_equal(pods_total(s2, "p7", -1), 100 * one);
-    /* New pods go after the one-id postings, in chunks. */
-    write_pods(s2, 100, 180, "p7");
-    assert_int_equal(pods_total(s2, "p7", 150), one);
-    assert_int_equal(pods_total(s2, "p7", -1), 180 * one);
+    assert_int_equal(n, 1);
+    lmdb_commit_format(env, txn, meta, 15);
+    s2 = open_sub("postdamage");
+    assert_int_equal(pods_total(s2, "pd", 3), 0);
+    assert_true(fc_store_corrupt_windows(s2) > 0);
+    assert_int_equal(pods_total(s2, "pd", 4), one);
+    assert_int_equal(pods_total(s2, "pd", 19), one);
     fc_store_close(s2);
-    assert_int_equal(fc_test_store_format(sub), 14);
-    ids = postings_layout(sub, &chunks, &short_chunks, &ones);
-    assert_int_equal(ones, n_keys);
-    assert_int_equal(ids, sid_label_pairs(sub));
-    assert_true(chunks - ones > 0);
 }
 
 /*
@@ -3546,6 +3728,8 @@ int main(void)
         cmocka_unit_test(test_trim_counts_coarse_windows_built),
         cmocka_unit_test(test_postings_in_chunks),
         cmocka_unit_test(test_one_id_postings_of_format_7_still_read),
+        cmocka_unit_test(test_be32_postings_of_format_14_still_read),
+        cmocka_unit_test(test_damaged_posting_chunk_skipped),
         cmocka_unit_test(test_series_labels_split_from_their_base),
         cmocka_unit_test(test_whole_labels_of_format_9_still_read),
         cmocka_unit_test(test_split_labels_of_format_10_still_read),
