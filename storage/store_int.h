@@ -662,14 +662,14 @@ struct bundle_cache {
     size_t frame_len;
     /*
      * Format 14: the contents were compressed with their service's
-     * dictionary of the day (dict_service) as a zstd prefix; prefix is that
-     * dictionary, borrowed from LMDB as frame is (NULL: not found, so the
-     * contents do not decode).
+     * dictionary of the day (dict_service) as a zstd prefix; dict_frame is
+     * that dictionary's stored zstd frame, borrowed from LMDB as frame is
+     * (NULL: not found, so the contents do not decode).
      */
     bool dict;
     uint64_t dict_service;
-    const uint8_t *prefix;
-    size_t prefix_len;
+    const uint8_t *dict_frame;
+    size_t dict_frame_len;
     uint8_t *raw; /* owned: the contents, or their first size bytes, once decompressed */
     size_t size;
     bool whole; /* raw holds all of them */

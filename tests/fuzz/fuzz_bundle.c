@@ -9,24 +9,35 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <zstd.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 /*
  * A bundle compressed with a dictionary (format 14) is given this one, as
- * a reader gives the one it found (tests/fuzz/corpus/bundle/dict-* were made
- * with it; a wrong one makes the contents fail their checksum).
+ * a reader gives the one it found, as it is stored: a zstd frame
+ * (tests/fuzz/corpus/bundle/dict-* were made with it; a wrong one makes the
+ * contents fail their checksum).
  */
 static const char fuzz_dict[] = "flamecol fuzz_bundle dictionary: any bytes serve as one";
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+    static uint8_t dict_frame[256];
+    static size_t dict_frame_len;
     struct bundle_cache c = {0};
 
+    if (dict_frame_len == 0) {
+        dict_frame_len =
+            ZSTD_compress(dict_frame, sizeof(dict_frame), fuzz_dict, sizeof(fuzz_dict) - 1, 3);
+        if (ZSTD_isError(dict_frame_len)) {
+            abort();
+        }
+    }
     if (fc_store_bundle_set(&c, data, size)) {
         if (c.dict) {
-            c.prefix = (const uint8_t *)fuzz_dict;
-            c.prefix_len = sizeof(fuzz_dict) - 1;
+            c.dict_frame = dict_frame;
+            c.dict_frame_len = dict_frame_len;
         }
         for (int k = FC_STORE_BUNDLE_SLOTS - 1; k >= 0; k--) {
             struct parts ps = {0};

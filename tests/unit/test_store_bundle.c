@@ -923,6 +923,218 @@ static void test_bundle_without_its_dictionary(void **state)
 }
 
 /*
+ * With another dictionary in its place (mail's, a valid one), a bundle's
+ * contents fail their checksum on every path, the 100 s window's prefix
+ * read too: counted and skipped, never a wrong total; compaction drops
+ * those 100 s windows rather than storing them wrong (found by review: the
+ * 100 s read stopped before the checksum and gave pod a 600 for 300).
+ */
+static void test_bundle_with_another_dictionary(void **state)
+{
+    struct fc_store *s = written_services("wrongdict");
+    struct fc_error err = {0};
+    uint64_t n = 0;
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi db;
+    uint8_t shop[64], mail[64];
+    MDB_val ks = dict_key_of(shop, "shop", BASE / DAY), km = dict_key_of(mail, "mail", BASE / DAY);
+    MDB_val v;
+    struct fc_buf copy;
+
+    (void)state;
+    fc_store_close(s);
+    fc_buf_init(&copy, 0);
+    assert_true(lmdb_open("wrongdict", "dict", 0, &env, &txn, &db));
+    assert_int_equal(mdb_get(txn, db, &km, &v), 0);
+    fc_buf_append(&copy, v.mv_data, v.mv_size);
+    v = (MDB_val){copy.len, copy.data};
+    assert_int_equal(mdb_put(txn, db, &ks, &v, 0), 0);
+    assert_int_equal(mdb_txn_commit(txn), 0);
+    mdb_env_close(env);
+    fc_buf_release(&copy);
+    s = fc_test_store_open(dir, "wrongdict");
+    assert_int_equal(total(s, SHOP ",pod=\"a\"}", BASE, BASE + 100), 0);     /* its 100 s window */
+    assert_int_equal(total(s, SHOP ",pod=\"a\"}", BASE + 10, BASE + 20), 0); /* a 10 s one */
+    assert_int_equal(total(s, SHOP ",pod=\"b\"}", BASE + 100, BASE + 200), 0);
+    assert_true(fc_store_corrupt_windows(s) > 0);
+    assert_int_equal(total(s, CPU "{service_name=\"mail\"}", BASE, BASE + 100), 16);
+    assert_int_equal(total(s, SHOP ",pod=\"a\"}", DAY_END, DAY_END + 100), 110);
+    assert_int_equal(fc_store_compact_before(s, BASE + 200, &n, &err), FC_OK);
+    assert_int_equal(total(s, SHOP ",pod=\"a\"}", BASE, BASE + 200), 0);
+    assert_int_equal(total(s, CPU "{service_name=\"mail\"}", BASE, BASE + 100), 16);
+    /* The 1000 s window above them was never bundled. */
+    assert_int_equal(total(s, SHOP ",pod=\"a\"}", BASE, BASE + 1000), 1000);
+    fc_store_close(s);
+}
+
+/*
+ * A dictionary damaged at any one byte: every answer that reads shop's
+ * day-0 bundles is either right or nothing (counted corrupt), never another
+ * number (the contents' checksum; without it some flips gave pod a 600 for
+ * 300, found by review).
+ */
+static void test_damaged_dictionary_never_answers_wrong(void **state)
+{
+    struct fc_store *s = written_services("flipdict");
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi db;
+    uint8_t key[64], *raw, *z;
+    MDB_val kv = dict_key_of(key, "shop", BASE / DAY), v;
+    size_t raw_len, bound, skipped = 0;
+
+    (void)state;
+    fc_store_close(s);
+    assert_true(lmdb_open("flipdict", "dict", MDB_RDONLY, &env, &txn, &db));
+    assert_int_equal(mdb_get(txn, db, &kv, &v), 0);
+    raw_len = (size_t)ZSTD_getFrameContentSize(v.mv_data, v.mv_size);
+    assert_true(raw_len > 0 && raw_len < 4096);
+    raw = malloc(raw_len);
+    assert_int_equal(ZSTD_decompress(raw, raw_len, v.mv_data, v.mv_size), raw_len);
+    mdb_txn_abort(txn);
+    mdb_env_close(env);
+    bound = ZSTD_compressBound(raw_len);
+    z = malloc(bound);
+    for (size_t i = 0; i < raw_len; i++) {
+        int64_t a, a10, b;
+        raw[i] ^= 0x5a;
+        v.mv_size = ZSTD_compress(z, bound, raw, raw_len, 3);
+        v.mv_data = z;
+        raw[i] ^= 0x5a;
+        assert_true(lmdb_open("flipdict", "dict", 0, &env, &txn, &db));
+        assert_int_equal(mdb_put(txn, db, &kv, &v, 0), 0);
+        assert_int_equal(mdb_txn_commit(txn), 0);
+        mdb_env_close(env);
+        s = fc_test_store_open(dir, "flipdict");
+        a = total(s, SHOP ",pod=\"a\"}", BASE, BASE + 100);
+        a10 = total(s, SHOP ",pod=\"a\"}", BASE + 10, BASE + 20);
+        b = total(s, SHOP ",pod=\"b\"}", BASE + 100, BASE + 200);
+        fc_store_close(s);
+        assert_true(a == 300 || a == 0);
+        assert_true(a10 == 200 || a10 == 0);
+        assert_true(b == 7000 || b == 0);
+        skipped += a == 0;
+    }
+    print_message("%zu bytes of dictionary flipped one at a time: %zu left pod a's 100 s window "
+                  "unread\n",
+                  raw_len, skipped);
+    assert_true(skipped > 0);
+    free(raw);
+    free(z);
+}
+
+/*
+ * A format 13 store (bundles compressed alone: the top bit of the index
+ * length clear, no service hash) is read, and a late write re-bundles its
+ * span with a dictionary: made here from a store of this build by
+ * rewriting every bundle from the layout in docs/internals/store.md and
+ * dropping the dictionaries.
+ */
+static void test_bundles_of_format_13_still_read(void **state)
+{
+    struct fc_store *s = written_services("format13");
+    struct fc_error err = {0};
+    uint64_t n = 0;
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi bundles, dicts, meta;
+    MDB_cursor *c;
+    MDB_val k, v;
+    struct fc_buf values; /* u32 key length, key, u32 value length, value */
+    static const uint8_t format_key[] = "\0format";
+    uint32_t version = 13;
+
+    (void)state;
+    fc_store_close(s);
+    fc_buf_init(&values, 0);
+    assert_true(lmdb_open("format13", "bundle", 0, &env, &txn, &bundles));
+    assert_int_equal(mdb_dbi_open(txn, "dict", 0, &dicts), 0);
+    assert_int_equal(mdb_dbi_open(txn, "meta", 0, &meta), 0);
+    assert_int_equal(mdb_cursor_open(txn, bundles, &c), 0);
+    for (int g = mdb_cursor_get(c, &k, &v, MDB_FIRST); g == 0;
+         g = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+        const uint8_t *p = v.mv_data, *kb = k.mv_data;
+        uint32_t ilen, klen = (uint32_t)k.mv_size, vlen;
+        uint64_t service = 0, span = 0;
+        uint8_t dk[64], *dict, *raw, *plain;
+        size_t dict_len, raw_len, plain_len;
+        MDB_val dkv, dv;
+        ZSTD_DCtx *z = ZSTD_createDCtx();
+        memcpy(&ilen, p, 4);
+        assert_true(ilen & 0x80000000u);
+        ilen &= 0x7fffffffu;
+        for (int i = 0; i < 8; i++) {
+            service = service << 8 | p[4 + ilen + i];
+            span = span << 8 | kb[k.mv_size - 8 + i];
+        }
+        /* Its dictionary: tenant "anonymous" 0 be64(service) be64(day), a zstd frame. */
+        memcpy(dk, "anonymous", 10);
+        for (int i = 0; i < 8; i++) {
+            dk[10 + i] = (uint8_t)(service >> (56 - 8 * i));
+            dk[18 + i] = (uint8_t)(((int64_t)span / DAY) >> (56 - 8 * i));
+        }
+        dkv = (MDB_val){26, dk};
+        assert_int_equal(mdb_get(txn, dicts, &dkv, &dv), 0);
+        dict_len = (size_t)ZSTD_getFrameContentSize(dv.mv_data, dv.mv_size);
+        dict = malloc(dict_len);
+        assert_int_equal(ZSTD_decompress(dict, dict_len, dv.mv_data, dv.mv_size), dict_len);
+        raw_len = (size_t)ZSTD_getFrameContentSize(p + 4 + ilen + 8, v.mv_size - 4 - ilen - 8);
+        raw = malloc(raw_len);
+        assert_int_equal(ZSTD_DCtx_refPrefix(z, dict, dict_len), 0);
+        assert_int_equal(
+            ZSTD_decompressDCtx(z, raw, raw_len, p + 4 + ilen + 8, v.mv_size - 4 - ilen - 8),
+            raw_len);
+        plain = malloc(ZSTD_compressBound(raw_len));
+        plain_len = ZSTD_compress(plain, ZSTD_compressBound(raw_len), raw, raw_len, 3);
+        vlen = (uint32_t)(4 + ilen + plain_len);
+        fc_buf_append(&values, &klen, 4);
+        fc_buf_append(&values, k.mv_data, k.mv_size);
+        fc_buf_append(&values, &vlen, 4);
+        fc_buf_append(&values, &ilen, 4);
+        fc_buf_append(&values, p + 4, ilen);
+        fc_buf_append(&values, plain, plain_len);
+        free(dict);
+        free(raw);
+        free(plain);
+        ZSTD_freeDCtx(z);
+    }
+    mdb_cursor_close(c);
+    for (size_t at = 0; at < values.len;) {
+        uint32_t klen, vlen;
+        memcpy(&klen, values.data + at, 4);
+        memcpy(&vlen, values.data + at + 4 + klen, 4);
+        k = (MDB_val){klen, values.data + at + 4};
+        v = (MDB_val){vlen, values.data + at + 4 + klen + 4};
+        assert_int_equal(mdb_put(txn, bundles, &k, &v, 0), 0);
+        at += 4 + klen + 4 + vlen;
+    }
+    assert_int_equal(mdb_drop(txn, dicts, 0), 0);
+    k = (MDB_val){sizeof(format_key) - 1, (void *)format_key};
+    v = (MDB_val){4, &version};
+    assert_int_equal(mdb_put(txn, meta, &k, &v, 0), 0);
+    assert_int_equal(mdb_txn_commit(txn), 0);
+    mdb_env_close(env);
+    fc_buf_release(&values);
+    assert_int_equal(entries_in("format13", "dict"), 0);
+
+    s = fc_test_store_open(dir, "format13");
+    assert_services(s);
+    assert_int_equal(fc_store_corrupt_windows(s), 0);
+    /* A late write into a's first span: re-bundled (from its plain bundle) with a dictionary. */
+    write1(s, service_profile("shop", "a", BASE + 23, "work", 5));
+    assert_int_equal(fc_store_flush(s, &err), FC_OK);
+    assert_int_equal(fc_store_bundle_before(s, DAY_END + 200, 0, &n, &err), FC_OK);
+    assert_true(n > 0);
+    assert_int_equal(total(s, SHOP ",pod=\"a\"}", BASE, BASE + 100), 300 + 5);
+    assert_int_equal(total(s, SHOP ",pod=\"a\"}", BASE + 10, BASE + 20), 200);
+    assert_int_equal(total(s, SHOP ",pod=\"b\"}", BASE, BASE + 100), 3000);
+    assert_int_equal(fc_store_corrupt_windows(s), 0);
+    fc_store_close(s);
+    assert_true(has_dict("format13", "shop", BASE / DAY));
+}
+
+/*
  * A day's dictionaries go when the day has ended by the cutoff (with the
  * last of its bundles), by retention and by compaction; not before.
  */
@@ -1008,10 +1220,10 @@ static void test_second_pod_compresses_against_the_first(void **state)
     MDB_env *env;
     MDB_txn *txn;
     MDB_dbi bundles, dicts;
-    uint8_t key[64], *raw, *plain;
+    uint8_t key[64], *raw, *plain, *dict;
     MDB_val kv, v, d;
     uint32_t ilen, y;
-    size_t raw_len, plain_len, frame_len;
+    size_t raw_len, plain_len, frame_len, dict_len;
     ZSTD_DCtx *z = ZSTD_createDCtx();
 
     (void)state;
@@ -1066,9 +1278,14 @@ static void test_second_pod_compresses_against_the_first(void **state)
     assert_true(ilen & 0x80000000u);
     ilen &= 0x7fffffffu;
     frame_len = v.mv_size - 4 - ilen - 8;
+    /* The dictionary, stored as a zstd frame. */
     kv = dict_key_of(key, "against", BASE / DAY);
     assert_int_equal(mdb_get(txn, dicts, &kv, &d), 0);
-    assert_int_equal(ZSTD_DCtx_refPrefix(z, d.mv_data, d.mv_size), 0);
+    dict_len = (size_t)ZSTD_getFrameContentSize(d.mv_data, d.mv_size);
+    assert_true(dict_len > 0 && dict_len <= 64 * 1024);
+    dict = malloc(dict_len);
+    assert_int_equal(ZSTD_decompress(dict, dict_len, d.mv_data, d.mv_size), dict_len);
+    assert_int_equal(ZSTD_DCtx_refPrefix(z, dict, dict_len), 0);
     raw_len =
         (size_t)ZSTD_getFrameContentSize((const uint8_t *)v.mv_data + 4 + ilen + 8, frame_len);
     raw = malloc(raw_len);
@@ -1083,6 +1300,7 @@ static void test_second_pod_compresses_against_the_first(void **state)
     assert_true(frame_len * 3 < plain_len * 2); /* 549 against 1,077 bytes measured */
     free(raw);
     free(plain);
+    free(dict);
     ZSTD_freeDCtx(z);
     mdb_txn_abort(txn);
     mdb_env_close(env);
@@ -1116,6 +1334,9 @@ int main(void)
         cmocka_unit_test(test_bundles_shrink_a_pod),
         cmocka_unit_test(test_pods_of_a_service_share_a_dictionary),
         cmocka_unit_test(test_bundle_without_its_dictionary),
+        cmocka_unit_test(test_bundle_with_another_dictionary),
+        cmocka_unit_test(test_damaged_dictionary_never_answers_wrong),
+        cmocka_unit_test(test_bundles_of_format_13_still_read),
         cmocka_unit_test(test_dictionaries_go_with_their_day),
         cmocka_unit_test(test_second_pod_compresses_against_the_first),
     };
