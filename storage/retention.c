@@ -286,14 +286,16 @@ int fc_store_compact_before(struct fc_store *s, int64_t cutoff_s, uint64_t *dele
     if ((rc = fc_store_flush(s, err)) != FC_OK) {
         return rc;
     }
-    /* The 100 s windows stay: those bundled with their 10 s windows are stored whole first. */
-    if ((rc = fc_store_bundle_release_parents(s, cutoff_s, err)) != FC_OK) {
+    /*
+     * The 100 s windows stay: the bundles of their spans are rewritten with
+     * them alone (their dictionaries stay for them, until retention).
+     */
+    if ((rc = fc_store_bundle_compact(s, cutoff_s, err)) != FC_OK) {
         return rc;
     }
     d.cutoff_s = cutoff_s;
     d.max_level = 0;
-    rc = delete_keys(s, s->db[DB_NODE], node_doomed, &d, deleted, err);
-    return rc ? rc : delete_bundles(s, &d, err);
+    return delete_keys(s, s->db[DB_NODE], node_doomed, &d, deleted, err);
 }
 
 /*

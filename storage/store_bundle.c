@@ -41,8 +41,8 @@
  * into a bundled window (a late profile) reads it from its bundle and
  * stores it whole again, and the flush rebuilds the 100 s window whole;
  * the next pass bundles the span again. Compaction, which deletes the
- * 10 s windows and the bundles of the spans it compacts, first stores their
- * 100 s windows whole again (fc_store_bundle_release_parents).
+ * 10 s windows of the spans it compacts, first rewrites their bundles with
+ * their 100 s windows alone (fc_store_bundle_compact).
  */
 #include "storage/store_int.h"
 
@@ -840,7 +840,68 @@ static int release_parent(struct fc_store *s, MDB_txn *txn, const char *tenant, 
     return rc;
 }
 
-int fc_store_bundle_release_parents(struct fc_store *s, int64_t cutoff_s, struct fc_error *err)
+/*
+ * Compaction of bundled span (tenant, base, span), whose 10 s windows go:
+ * its bundle is rewritten with its 100 s window alone, still compressed
+ * with its service's dictionary of the day (stored whole, a compacted
+ * 100 s window took the pages a lone window does: the 4-series day 8.4 %
+ * of the raw .pb.gz compacted against 5.5 % bundled); a bundle without its
+ * 100 s window goes with its 10 s windows. When that window cannot be
+ * bundled again (a dictionary that does not decompress), it is stored
+ * whole and the bundle goes.
+ */
+static int keep_parent_alone(struct fc_store *s, MDB_txn *txn, const char *tenant, uint32_t base,
+                             int64_t span, struct bundle_cache *c)
+{
+    struct member m[1];
+    struct fc_buf content, dict;
+    size_t got = 0, loose = 0, slots = 0;
+    uint64_t service;
+    struct key k;
+    MDB_val kv, v;
+    int rc;
+
+    node_key(&k, tenant, base, 1, span);
+    kv = val(k.b, k.n);
+    if (mdb_get(txn, s->db[DB_NODE], &kv, &v) != 0 || !fc_store_bundled_marker(&v) ||
+        !fc_store_marker_fits(&v, 1, span)) {
+        bundle_key(&k, tenant, base, span);
+        kv = val(k.b, k.n);
+        rc = mdb_del(txn, s->db[DB_BUNDLE], &kv, NULL);
+        return rc == MDB_NOTFOUND ? 0 : rc;
+    }
+    if (bundle_load(s, txn, tenant, base, span, c)) {
+        for (int i = 0; i < FC_STORE_BUNDLE_SLOTS; i++) {
+            slots += c->len[i] != 0;
+        }
+        if (slots == 1 && c->len[FC_STORE_PARENT_SLOT] != 0) {
+            return 0; /* alone already (an earlier compaction) */
+        }
+    }
+    fc_buf_init(&content, 0);
+    fc_buf_init(&dict, 0);
+    rc = FC_STORE_NOT_BUNDLED;
+    if (gather(s, txn, tenant, base, 1, span, c, m, &got, &loose, &content)) {
+        service = c->dict ? c->dict_service : base_service(s, txn, tenant, base);
+        rc = dict_get(s, txn, tenant, service, day_of(span), &content, &dict);
+        rc = rc ? rc : bundle_put(s, txn, tenant, base, span, m, 1, &content, service, &dict);
+    }
+    for (size_t i = 0; i < got; i++) {
+        fc_buf_release(&m[i].entry);
+    }
+    fc_buf_release(&content);
+    fc_buf_release(&dict);
+    if (rc == FC_STORE_NOT_BUNDLED) {
+        rc = release_parent(s, txn, tenant, base, span, c);
+        bundle_key(&k, tenant, base, span);
+        kv = val(k.b, k.n);
+        rc = rc ? rc : mdb_del(txn, s->db[DB_BUNDLE], &kv, NULL);
+        rc = rc == MDB_NOTFOUND ? 0 : rc;
+    }
+    return rc;
+}
+
+int fc_store_bundle_compact(struct fc_store *s, int64_t cutoff_s, struct fc_error *err)
 {
     struct fc_buf resume;
     bool more = true;
@@ -876,7 +937,7 @@ int fc_store_bundle_release_parents(struct fc_store *s, int64_t cutoff_s, struct
                 more = true;
                 break;
             }
-            rc = release_parent(s, txn, t, b, span, &c);
+            rc = keep_parent_alone(s, txn, t, b, span, &c);
             fc_store_bundle_cache_release(&c); /* it points into the bundle, and a put came */
             n++;
         }

@@ -706,11 +706,12 @@ bool fc_store_bundle_slot_decode(struct bundle_cache *c, int slot,
  */
 void fc_store_bundle_again(struct fc_store *s, int64_t start);
 /*
- * Compaction, before it deletes the bundles of the spans ending by cutoff_s
- * with their 10 s windows: their 100 s windows, which it keeps, are stored
- * whole again.
+ * Compaction, before it deletes the 10 s windows of the spans ending by
+ * cutoff_s: each of their bundles is rewritten with the span's 100 s window
+ * alone, which compaction keeps (or goes, when it does not hold that
+ * window).
  */
-int fc_store_bundle_release_parents(struct fc_store *s, int64_t cutoff_s, struct fc_error *err);
+int fc_store_bundle_compact(struct fc_store *s, int64_t cutoff_s, struct fc_error *err);
 /* Whether v is a bundled window's marker. */
 bool fc_store_bundled_marker(const MDB_val *v);
 /*

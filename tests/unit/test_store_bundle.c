@@ -194,6 +194,40 @@ static size_t entries_in(const char *name, const char *db_name)
     return st.ms_entries;
 }
 
+/*
+ * Bundles of the closed store at name that hold one window, slot 10 (a
+ * span's 100 s window), read from the layout in docs/internals/store.md:
+ * le32 index length (top bit: a dictionary), a zstd frame of the index:
+ * uvarint n, n x (uvarint slot, uvarint length), ...
+ */
+static size_t lone_parents_in(const char *name)
+{
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi db;
+    MDB_cursor *c;
+    MDB_val k, v;
+    size_t lone = 0;
+
+    assert_true(lmdb_open(name, "bundle", MDB_RDONLY, &env, &txn, &db));
+    assert_int_equal(mdb_cursor_open(txn, db, &c), 0);
+    for (int g = mdb_cursor_get(c, &k, &v, MDB_FIRST); g == 0;
+         g = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+        uint32_t ilen;
+        uint8_t index[64];
+        size_t got;
+        memcpy(&ilen, v.mv_data, 4);
+        ilen &= 0x7fffffffu;
+        got = ZSTD_decompress(index, sizeof(index), (const uint8_t *)v.mv_data + 4, ilen);
+        /* one-byte uvarints here: n = 1, slot 10 */
+        lone += !ZSTD_isError(got) && got >= 3 && index[0] == 1 && index[1] == 10;
+    }
+    mdb_cursor_close(c);
+    mdb_txn_abort(txn);
+    mdb_env_close(env);
+    return lone;
+}
+
 /* 10 s timeline buckets of p0 over [BASE, BASE + 1200): each one profile, by hand. */
 static void assert_timeline(struct fc_store *s)
 {
@@ -403,15 +437,88 @@ static void test_retention_and_compaction_delete_bundles(void **state)
                      want_p0(BASE + 100, BASE + 1200) + want_p1(BASE + 100, BASE + 1200));
     fc_store_close(s);
     assert_int_equal(entries_in("retention", "bundle"), 11 * 2);
-    /* Compaction takes the bundles of the spans it compacts, and answers from 100 s windows. */
+    /*
+     * Compaction keeps the 100 s windows of the spans it compacts in their
+     * bundles, alone, and answers from them.
+     */
     s = fc_test_store_open(dir, "retention");
     assert_int_equal(fc_store_compact_before(s, BASE + 650, &n, &err), FC_OK);
     assert_int_equal(total(s, CPU "{pod=\"p0\"}", BASE + 600, BASE + 1130),
                      want_p0(BASE + 600, BASE + 1130));
     assert_int_equal(total(s, CPU "{pod=\"p0\"}", BASE + 100, BASE + 600),
                      want_p0(BASE + 100, BASE + 600));
+    assert_int_equal(total(s, CPU "{pod=\"p1\"}", BASE + 100, BASE + 600),
+                     want_p1(BASE + 100, BASE + 600));
+    fc_store_close(s);
+    assert_int_equal(entries_in("retention", "bundle"), 11 * 2);
+    assert_int_equal(lone_parents_in("retention"), 5 * 2);
+    /* Again: nothing changes. Then retention takes them with their spans. */
+    s = fc_test_store_open(dir, "retention");
+    assert_int_equal(fc_store_compact_before(s, BASE + 650, &n, &err), FC_OK);
+    assert_int_equal(total(s, CPU "{pod=~\"p.\"}", BASE + 100, BASE + 600),
+                     want_p0(BASE + 100, BASE + 600) + want_p1(BASE + 100, BASE + 600));
+    fc_store_close(s);
+    assert_int_equal(lone_parents_in("retention"), 5 * 2);
+    s = fc_test_store_open(dir, "retention");
+    assert_int_equal(fc_store_delete_before(s, BASE + 600, &n, &err), FC_OK);
+    assert_int_equal(total(s, CPU "{pod=\"p0\"}", BASE, BASE + 1130),
+                     want_p0(BASE + 600, BASE + 1130));
+    assert_int_equal(fc_store_corrupt_windows(s), 0);
     fc_store_close(s);
     assert_int_equal(entries_in("retention", "bundle"), 6 * 2);
+    assert_int_equal(lone_parents_in("retention"), 0);
+}
+
+/*
+ * A span bundled while its 100 s window was dirty (here a dirty key put in
+ * by hand, as a crash leaves one) holds its 10 s windows only; compaction
+ * deletes that bundle with them, and keeps the others with their 100 s
+ * windows alone.
+ */
+static void test_compaction_drops_a_bundle_without_its_100s_window(void **state)
+{
+    struct fc_store *s = written("noparent");
+    struct fc_error err = {0};
+    uint64_t n = 0;
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi node, dirty;
+    MDB_cursor *c;
+    MDB_val k, v, empty = {0, (void *)""};
+    bool marked = false;
+
+    (void)state;
+    fc_store_close(s);
+    /* Node keys: tenant 0 be32(base) u8(level) be64(start); the first 100 s window at BASE. */
+    assert_true(lmdb_open("noparent", "node", 0, &env, &txn, &node));
+    assert_int_equal(mdb_dbi_open(txn, "dirty", 0, &dirty), 0);
+    assert_int_equal(mdb_cursor_open(txn, node, &c), 0);
+    for (int g = mdb_cursor_get(c, &k, &v, MDB_FIRST); g == 0 && !marked;
+         g = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+        const uint8_t *kb = (const uint8_t *)k.mv_data + k.mv_size - 9;
+        uint64_t start = 0;
+        for (int i = 1; i < 9; i++) {
+            start = start << 8 | kb[i];
+        }
+        if (kb[0] == 1 && start == (uint64_t)BASE) {
+            assert_int_equal(mdb_put(txn, dirty, &k, &empty, 0), 0);
+            marked = true;
+        }
+    }
+    mdb_cursor_close(c);
+    assert_true(marked);
+    assert_int_equal(mdb_txn_commit(txn), 0);
+    mdb_env_close(env);
+    s = fc_test_store_open(dir, "noparent");
+    assert_int_equal(fc_store_bundle_before(s, BASE + 200, 0, &n, &err), FC_OK);
+    assert_int_equal(n, 2 * 17 - 1); /* one 100 s window left out */
+    assert_int_equal(fc_store_compact_before(s, BASE + 200, &n, &err), FC_OK);
+    assert_int_equal(total(s, CPU "{pod=~\"p.\"}", BASE, BASE + 200),
+                     want_p0(BASE, BASE + 200) + want_p1(BASE, BASE + 200));
+    assert_int_equal(fc_store_corrupt_windows(s), 0);
+    fc_store_close(s);
+    assert_int_equal(entries_in("noparent", "bundle"), 3);
+    assert_int_equal(lone_parents_in("noparent"), 3);
 }
 
 /* Overwrites every bundle of the store at name with bytes that are no zstd frame. */
@@ -1135,8 +1242,9 @@ static void test_bundles_of_format_13_still_read(void **state)
 }
 
 /*
- * A day's dictionaries go when the day has ended by the cutoff (with the
- * last of its bundles), by retention and by compaction; not before.
+ * A day's dictionaries go when the day has ended by the retention cutoff
+ * (with the last of its bundles); not before, and not by compaction, whose
+ * 100 s windows stay bundled with them.
  */
 static void test_dictionaries_go_with_their_day(void **state)
 {
@@ -1161,9 +1269,22 @@ static void test_dictionaries_go_with_their_day(void **state)
     assert_true(has_dict("dictret", "shop", BASE / DAY + 1));
     s = fc_test_store_open(dir, "dictret");
     assert_int_equal(total(s, SHOP ",pod=\"a\"}", DAY_END + 10, DAY_END + 20), 60);
-    /* Compaction past day 1's end: its bundles and its dictionary go, the 100 s window answers. */
+    /*
+     * Compaction past day 1's end: the 100 s window stays in its bundle,
+     * alone, with the day's dictionary, and answers.
+     */
     assert_int_equal(fc_store_compact_before(s, DAY_END + DAY, &n, &err), FC_OK);
     assert_int_equal(total(s, SHOP ",pod=\"a\"}", DAY_END, DAY_END + 100), 50 + 60);
+    assert_int_equal(fc_store_corrupt_windows(s), 0);
+    fc_store_close(s);
+    assert_int_equal(entries_in("dictret", "dict"), 1);
+    assert_int_equal(entries_in("dictret", "bundle"), 1);
+    assert_int_equal(lone_parents_in("dictret"), 1);
+    s = fc_test_store_open(dir, "dictret");
+    assert_int_equal(total(s, SHOP ",pod=\"a\"}", DAY_END, DAY_END + 100), 50 + 60);
+    /* Retention past day 1's end: both go. */
+    assert_int_equal(fc_store_delete_before(s, DAY_END + DAY, &n, &err), FC_OK);
+    assert_int_equal(total(s, SHOP ",pod=\"a\"}", DAY_END, DAY_END + 100), 0);
     assert_int_equal(fc_store_corrupt_windows(s), 0);
     fc_store_close(s);
     assert_int_equal(entries_in("dictret", "dict"), 0);
@@ -1327,6 +1448,7 @@ int main(void)
         cmocka_unit_test(test_link_to_a_bundled_window),
         cmocka_unit_test(test_pass_in_steps),
         cmocka_unit_test(test_retention_and_compaction_delete_bundles),
+        cmocka_unit_test(test_compaction_drops_a_bundle_without_its_100s_window),
         cmocka_unit_test(test_damaged_bundle_is_skipped),
         cmocka_unit_test(test_marker_of_another_window_is_skipped),
         cmocka_unit_test(test_reader_bundle_caches),
