@@ -265,6 +265,12 @@ int fc_store_compact_before(struct fc_store *s, int64_t cutoff_s, uint64_t *dele
                             struct fc_error *err)
 {
     struct doomed d = {0};
+    /*
+     * The previous cutoff: the bundles of spans before it were made alone by
+     * an earlier pass (one that failed after moving the cutoff leaves its
+     * spans' bundles with their 10 s slices, unread, until retention).
+     */
+    int64_t from = atomic_load(&s->coarse_before);
     int rc;
 
     *deleted = 0;
@@ -290,7 +296,7 @@ int fc_store_compact_before(struct fc_store *s, int64_t cutoff_s, uint64_t *dele
      * The 100 s windows stay: the bundles of their spans are rewritten with
      * them alone (their dictionaries stay for them, until retention).
      */
-    if ((rc = fc_store_bundle_compact(s, cutoff_s, err)) != FC_OK) {
+    if ((rc = fc_store_bundle_compact(s, from, cutoff_s, err)) != FC_OK) {
         return rc;
     }
     d.cutoff_s = cutoff_s;

@@ -52,6 +52,7 @@
 #include "formats/pb.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zstd.h>
@@ -249,6 +250,58 @@ static bool bundle_load(struct fc_store *s, MDB_txn *txn, const char *tenant, ui
 }
 
 /*
+ * The last dictionary a thread decompressed, by the h64 and length of its
+ * stored frame: a compacted day's 100 s windows are read one bundle after
+ * another with the same dictionary, which would otherwise be decompressed
+ * for each (up to 64 KiB; found by review). At most one a thread. A
+ * collision gives another dictionary, which the contents' checksum refuses.
+ */
+struct dict_memo {
+    uint64_t hash;
+    size_t frame_len;
+    uint8_t *raw; /* owned; NULL: none */
+    size_t len;
+};
+
+static pthread_key_t dict_memo_key;
+static pthread_once_t dict_memo_once = PTHREAD_ONCE_INIT;
+
+static void dict_memo_free(void *p)
+{
+    struct dict_memo *m = p;
+
+    free(m->raw);
+    free(m);
+}
+
+static void dict_memo_init(void)
+{
+    pthread_key_create(&dict_memo_key, dict_memo_free);
+}
+
+/* The dictionary of a stored frame, decompressed (the thread's, until its next call); NULL:
+ * corrupt. */
+static const uint8_t *dict_raw(const uint8_t *frame, size_t frame_len, size_t *len)
+{
+    struct dict_memo *m;
+    uint64_t hash = XXH3_64bits(frame, frame_len);
+
+    pthread_once(&dict_memo_once, dict_memo_init);
+    if ((m = pthread_getspecific(dict_memo_key)) == NULL) {
+        m = fc_xcalloc(1, sizeof(*m));
+        pthread_setspecific(dict_memo_key, m);
+    }
+    if (m->raw == NULL || m->hash != hash || m->frame_len != frame_len) {
+        free(m->raw);
+        m->raw = fc_tree_unzstd(frame, frame_len, &m->len);
+        m->hash = hash;
+        m->frame_len = frame_len;
+    }
+    *len = m->len;
+    return m->raw;
+}
+
+/*
  * The contents of a loaded bundle, at least their first `need` bytes
  * (SIZE_MAX: all), decompressed on first use; NULL when corrupt. A prefix
  * is what reading the 100 s window (first in the contents) takes, except
@@ -294,11 +347,10 @@ static const uint8_t *bundle_contents(struct bundle_cache *c, size_t need, size_
     }
     if (c->dict) {
         size_t dict_len = 0;
-        uint8_t *dict = fc_tree_unzstd(c->dict_frame, c->dict_frame_len, &dict_len);
+        const uint8_t *dict = dict_raw(c->dict_frame, c->dict_frame_len, &dict_len);
         c->raw = dict == NULL
                      ? NULL
                      : fc_tree_unzstd_prefix(c->frame, c->frame_len, dict, dict_len, &c->size);
-        free(dict);
     } else {
         c->raw = fc_tree_unzstd(c->frame, c->frame_len, &c->size);
     }
@@ -847,8 +899,9 @@ static int release_parent(struct fc_store *s, MDB_txn *txn, const char *tenant, 
  * 100 s window took the pages a lone window does: the 4-series day 8.4 %
  * of the raw .pb.gz compacted against 5.5 % bundled); a bundle without its
  * 100 s window goes with its 10 s windows. When that window cannot be
- * bundled again (a dictionary that does not decompress), it is stored
- * whole and the bundle goes.
+ * bundled again (a format 13 bundle whose day's dictionary does not
+ * decompress, a frame too large), it is stored whole and the bundle goes;
+ * when it does not decode, it is counted corrupt and goes too.
  */
 static int keep_parent_alone(struct fc_store *s, MDB_txn *txn, const char *tenant, uint32_t base,
                              int64_t span, struct bundle_cache *c)
@@ -901,7 +954,8 @@ static int keep_parent_alone(struct fc_store *s, MDB_txn *txn, const char *tenan
     return rc;
 }
 
-int fc_store_bundle_compact(struct fc_store *s, int64_t cutoff_s, struct fc_error *err)
+int fc_store_bundle_compact(struct fc_store *s, int64_t from_s, int64_t cutoff_s,
+                            struct fc_error *err)
 {
     struct fc_buf resume;
     bool more = true;
@@ -923,12 +977,32 @@ int fc_store_bundle_compact(struct fc_store *s, int64_t cutoff_s, struct fc_erro
             break;
         }
         g = mdb_cursor_get(cur, &kv, &v, resume.len ? MDB_SET_RANGE : MDB_FIRST);
-        for (; rc == 0 && g == 0; g = mdb_cursor_get(cur, &kv, &v, MDB_NEXT)) {
+        while (rc == 0 && g == 0) {
             char t[256];
             uint32_t b;
             int64_t span;
-            if (!parse_bundle_key(&kv, t, sizeof(t), &b, &span) ||
-                span > cutoff_s - fc_store_level_secs[1]) {
+            struct key k;
+            if (!parse_bundle_key(&kv, t, sizeof(t), &b, &span)) {
+                g = mdb_cursor_get(cur, &kv, &v, MDB_NEXT);
+                continue;
+            }
+            if (from_s > 0 && span <= from_s - fc_store_level_secs[1]) {
+                /* Compacted by an earlier pass: on to this base's first span after it. */
+                bundle_key(&k, t, b, from_s);
+                kv = val(k.b, k.n);
+                g = mdb_cursor_get(cur, &kv, &v, MDB_SET_RANGE);
+                continue;
+            }
+            if (span > cutoff_s - fc_store_level_secs[1]) {
+                /* Not compacted yet, nor its later spans: on to the next base. */
+                if (b == UINT32_MAX) {
+                    g = mdb_cursor_get(cur, &kv, &v, MDB_NEXT);
+                } else {
+                    key_tenant(&k, t);
+                    key_be32(&k, b + 1);
+                    kv = val(k.b, k.n);
+                    g = mdb_cursor_get(cur, &kv, &v, MDB_SET_RANGE);
+                }
                 continue;
             }
             if (n == BUNDLE_TXN_SPANS) {
@@ -940,6 +1014,7 @@ int fc_store_bundle_compact(struct fc_store *s, int64_t cutoff_s, struct fc_erro
             rc = keep_parent_alone(s, txn, t, b, span, &c);
             fc_store_bundle_cache_release(&c); /* it points into the bundle, and a put came */
             n++;
+            g = rc ? g : mdb_cursor_get(cur, &kv, &v, MDB_NEXT);
         }
         if (rc == 0 && g != 0 && g != MDB_NOTFOUND) {
             rc = g;

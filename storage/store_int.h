@@ -709,9 +709,13 @@ void fc_store_bundle_again(struct fc_store *s, int64_t start);
  * Compaction, before it deletes the 10 s windows of the spans ending by
  * cutoff_s: each of their bundles is rewritten with the span's 100 s window
  * alone, which compaction keeps (or goes, when it does not hold that
- * window).
+ * window). Spans ending by from_s (the previous cutoff; 0 or less: none)
+ * were done by an earlier pass and are skipped a base at a time: the
+ * bundles of the compacted past are not read again at every pass (found by
+ * review: 2.5 M lone bundles at 100 pods, about 4 s a pass).
  */
-int fc_store_bundle_compact(struct fc_store *s, int64_t cutoff_s, struct fc_error *err);
+int fc_store_bundle_compact(struct fc_store *s, int64_t from_s, int64_t cutoff_s,
+                            struct fc_error *err);
 /* Whether v is a bundled window's marker. */
 bool fc_store_bundled_marker(const MDB_val *v);
 /*

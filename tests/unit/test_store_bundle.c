@@ -214,13 +214,17 @@ static size_t lone_parents_in(const char *name)
     for (int g = mdb_cursor_get(c, &k, &v, MDB_FIRST); g == 0;
          g = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
         uint32_t ilen;
-        uint8_t index[64];
-        size_t got;
+        uint8_t *index;
+        size_t got, size;
         memcpy(&ilen, v.mv_data, 4);
         ilen &= 0x7fffffffu;
-        got = ZSTD_decompress(index, sizeof(index), (const uint8_t *)v.mv_data + 4, ilen);
+        size = (size_t)ZSTD_getFrameContentSize((const uint8_t *)v.mv_data + 4, ilen);
+        assert_true(size > 0 && size < (1u << 20));
+        index = malloc(size);
+        got = ZSTD_decompress(index, size, (const uint8_t *)v.mv_data + 4, ilen);
         /* one-byte uvarints here: n = 1, slot 10 */
         lone += !ZSTD_isError(got) && got >= 3 && index[0] == 1 && index[1] == 10;
+        free(index);
     }
     mdb_cursor_close(c);
     mdb_txn_abort(txn);
@@ -467,6 +471,44 @@ static void test_retention_and_compaction_delete_bundles(void **state)
     fc_store_close(s);
     assert_int_equal(entries_in("retention", "bundle"), 6 * 2);
     assert_int_equal(lone_parents_in("retention"), 0);
+}
+
+/*
+ * Compaction over more spans than one transaction takes (256), in two
+ * passes: the second starts where the first's cutoff was. Pod q: cpu 2i+1
+ * at BASE + 100 i + 3 and 2i+2 at + 13, for 300 spans.
+ */
+static void test_compaction_in_steps(void **state)
+{
+    struct fc_store *s = fc_test_store_open(dir, "compactsteps");
+    struct fc_error err = {0};
+    uint64_t n = 0;
+    int64_t want_all = 0, want_first = 0;
+
+    (void)state;
+    for (int i = 0; i < 300; i++) {
+        write1(s, profile("q", BASE + 100 * i + 3, "work", 2 * i + 1));
+        write1(s, profile("q", BASE + 100 * i + 13, "work", 2 * i + 2));
+        want_all += 4 * i + 3;
+        want_first += i < 150 ? 4 * i + 3 : 0;
+    }
+    assert_int_equal(fc_store_flush(s, &err), FC_OK);
+    assert_int_equal(fc_store_bundle_before(s, BASE + 30000, 0, &n, &err), FC_OK);
+    assert_int_equal(n, 300 * 3);
+    assert_int_equal(fc_store_compact_before(s, BASE + 15000, &n, &err), FC_OK);
+    assert_int_equal(total(s, CPU "{pod=\"q\"}", BASE, BASE + 30000), want_all);
+    assert_int_equal(total(s, CPU "{pod=\"q\"}", BASE, BASE + 15000), want_first);
+    assert_int_equal(total(s, CPU "{pod=\"q\"}", BASE + 14900, BASE + 15000), 4 * 149 + 3);
+    fc_store_close(s);
+    assert_int_equal(lone_parents_in("compactsteps"), 150);
+    s = fc_test_store_open(dir, "compactsteps");
+    assert_int_equal(fc_store_compact_before(s, BASE + 30000, &n, &err), FC_OK);
+    assert_int_equal(total(s, CPU "{pod=\"q\"}", BASE, BASE + 30000), want_all);
+    assert_int_equal(total(s, CPU "{pod=\"q\"}", BASE + 29900, BASE + 30000), 4 * 299 + 3);
+    assert_int_equal(fc_store_corrupt_windows(s), 0);
+    fc_store_close(s);
+    assert_int_equal(lone_parents_in("compactsteps"), 300);
+    assert_int_equal(entries_in("compactsteps", "bundle"), 300);
 }
 
 /*
@@ -1449,6 +1491,7 @@ int main(void)
         cmocka_unit_test(test_pass_in_steps),
         cmocka_unit_test(test_retention_and_compaction_delete_bundles),
         cmocka_unit_test(test_compaction_drops_a_bundle_without_its_100s_window),
+        cmocka_unit_test(test_compaction_in_steps),
         cmocka_unit_test(test_damaged_bundle_is_skipped),
         cmocka_unit_test(test_marker_of_another_window_is_skipped),
         cmocka_unit_test(test_reader_bundle_caches),
