@@ -276,7 +276,9 @@ static void dict_memo_free(void *p)
 
 static void dict_memo_init(void)
 {
-    pthread_key_create(&dict_memo_key, dict_memo_free);
+    if (pthread_key_create(&dict_memo_key, dict_memo_free) != 0) {
+        abort();
+    }
 }
 
 /* The dictionary of a stored frame, decompressed (the thread's, until its next call); NULL:
@@ -954,6 +956,23 @@ static int keep_parent_alone(struct fc_store *s, MDB_txn *txn, const char *tenan
     return rc;
 }
 
+/*
+ * Moves cur (at kv) to the first key at or after k, or to the next key when
+ * k does not sort after kv (a tenant cut to the key's 200 bytes): a seek
+ * never goes back, so a pass always ends.
+ */
+static int seek_after(MDB_cursor *cur, MDB_val *kv, MDB_val *v, const struct key *k)
+{
+    size_t n = kv->mv_size < k->n ? kv->mv_size : k->n;
+    int order = memcmp(k->b, kv->mv_data, n);
+
+    if (order < 0 || (order == 0 && k->n <= kv->mv_size)) {
+        return mdb_cursor_get(cur, kv, v, MDB_NEXT);
+    }
+    *kv = val(k->b, k->n);
+    return mdb_cursor_get(cur, kv, v, MDB_SET_RANGE);
+}
+
 int fc_store_bundle_compact(struct fc_store *s, int64_t from_s, int64_t cutoff_s,
                             struct fc_error *err)
 {
@@ -961,6 +980,9 @@ int fc_store_bundle_compact(struct fc_store *s, int64_t from_s, int64_t cutoff_s
     bool more = true;
     int rc = 0;
 
+    if (from_s >= cutoff_s) {
+        return FC_OK; /* every span ending by the cutoff was done by the pass that set it */
+    }
     fc_buf_init(&resume, 0);
     while (rc == 0 && more) {
         MDB_txn *txn;
@@ -986,23 +1008,21 @@ int fc_store_bundle_compact(struct fc_store *s, int64_t from_s, int64_t cutoff_s
                 g = mdb_cursor_get(cur, &kv, &v, MDB_NEXT);
                 continue;
             }
-            if (from_s > 0 && span <= from_s - fc_store_level_secs[1]) {
+            if (span >= 0 && from_s > 0 && span <= from_s - fc_store_level_secs[1]) {
                 /* Compacted by an earlier pass: on to this base's first span after it. */
                 bundle_key(&k, t, b, from_s);
-                kv = val(k.b, k.n);
-                g = mdb_cursor_get(cur, &kv, &v, MDB_SET_RANGE);
+                g = seek_after(cur, &kv, &v, &k);
                 continue;
             }
-            if (span > cutoff_s - fc_store_level_secs[1]) {
-                /* Not compacted yet, nor its later spans: on to the next base. */
-                if (b == UINT32_MAX) {
-                    g = mdb_cursor_get(cur, &kv, &v, MDB_NEXT);
-                } else {
-                    key_tenant(&k, t);
-                    key_be32(&k, b + 1);
-                    kv = val(k.b, k.n);
-                    g = mdb_cursor_get(cur, &kv, &v, MDB_SET_RANGE);
-                }
+            if (span < 0 || span > cutoff_s - fc_store_level_secs[1]) {
+                /*
+                 * Not compacted yet, nor its later spans (a negative span,
+                 * never bundled, sorts after them): on to the next base.
+                 */
+                key_tenant(&k, t);
+                key_be32(&k, b + 1);
+                g = b == UINT32_MAX ? mdb_cursor_get(cur, &kv, &v, MDB_NEXT)
+                                    : seek_after(cur, &kv, &v, &k);
                 continue;
             }
             if (n == BUNDLE_TXN_SPANS) {

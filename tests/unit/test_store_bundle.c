@@ -473,6 +473,36 @@ static void test_retention_and_compaction_delete_bundles(void **state)
     assert_int_equal(lone_parents_in("retention"), 0);
 }
 
+/* Copies the first bundle of the store at name to its base's key with span -100. */
+static void plant_negative_span(const char *name)
+{
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi db;
+    MDB_cursor *c;
+    MDB_val k, v;
+    uint8_t key[64];
+    struct fc_buf copy;
+
+    fc_buf_init(&copy, 0);
+    assert_true(lmdb_open(name, "bundle", 0, &env, &txn, &db));
+    assert_int_equal(mdb_cursor_open(txn, db, &c), 0);
+    assert_int_equal(mdb_cursor_get(c, &k, &v, MDB_FIRST), 0);
+    assert_true(k.mv_size <= sizeof(key) && k.mv_size > 8);
+    memcpy(key, k.mv_data, k.mv_size);
+    for (int i = 0; i < 8; i++) {
+        key[k.mv_size - 8 + i] = (uint8_t)((uint64_t)-100 >> (56 - 8 * i));
+    }
+    fc_buf_append(&copy, v.mv_data, v.mv_size);
+    mdb_cursor_close(c);
+    k.mv_data = key;
+    v = (MDB_val){copy.len, copy.data};
+    assert_int_equal(mdb_put(txn, db, &k, &v, 0), 0);
+    assert_int_equal(mdb_txn_commit(txn), 0);
+    mdb_env_close(env);
+    fc_buf_release(&copy);
+}
+
 /*
  * Compaction over more spans than one transaction takes (256), in two
  * passes: the second starts where the first's cutoff was. Pod q: cpu 2i+1
@@ -501,14 +531,22 @@ static void test_compaction_in_steps(void **state)
     assert_int_equal(total(s, CPU "{pod=\"q\"}", BASE + 14900, BASE + 15000), 4 * 149 + 3);
     fc_store_close(s);
     assert_int_equal(lone_parents_in("compactsteps"), 150);
+    plant_negative_span("compactsteps");
     s = fc_test_store_open(dir, "compactsteps");
+    /*
+     * A key with a negative span (a damaged store; sorting after the base's
+     * other spans) is stepped over: the pass ends (found by review: it
+     * sought back to the previous cutoff forever).
+     */
+    alarm(60);
     assert_int_equal(fc_store_compact_before(s, BASE + 30000, &n, &err), FC_OK);
+    alarm(0);
     assert_int_equal(total(s, CPU "{pod=\"q\"}", BASE, BASE + 30000), want_all);
     assert_int_equal(total(s, CPU "{pod=\"q\"}", BASE + 29900, BASE + 30000), 4 * 299 + 3);
     assert_int_equal(fc_store_corrupt_windows(s), 0);
     fc_store_close(s);
-    assert_int_equal(lone_parents_in("compactsteps"), 300);
-    assert_int_equal(entries_in("compactsteps", "bundle"), 300);
+    assert_int_equal(lone_parents_in("compactsteps"), 300 + 1);
+    assert_int_equal(entries_in("compactsteps", "bundle"), 300 + 1);
 }
 
 /*
