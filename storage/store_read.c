@@ -56,8 +56,8 @@ bool fc_store_posting_ids(const MDB_val *kv, size_t prefix_len, const MDB_val *v
         ids[(*n)++] = be32(k);
         return true;
     }
-    if (v->mv_size % 4 != 0 || v->mv_size / 4 > FC_STORE_POSTING_IDS) {
-        return false;
+    if (v->mv_size % 4 != 0 || v->mv_size / 4 > FC_STORE_POSTING_IDS || be32(p) != be32(k)) {
+        return false; /* a chunk's first id is its key's (found by fuzz_postings) */
     }
     for (size_t i = 0; i < v->mv_size; i += 4) {
         ids[*n] = be32(p + i);
