@@ -9,9 +9,10 @@
  *
  * Format 14: L has its top bit set (FC_STORE_BUNDLE_DICT), be64 h64(the
  * base's service_name) follows the index, and the contents' frame was
- * compressed with that service's dictionary of the day (`dict`: the first
- * 64 KiB of the contents of the first span bundled for it that day) as a
- * zstd prefix, with a checksum. Pods of one service share their stacks,
+ * compressed with that service's dictionary of the day (`dict`: at most
+ * 64 KiB, samples of the service's other pods that day, then the contents
+ * of the first span bundled for it that day) as a zstd prefix, with a
+ * checksum. Pods of one service share their stacks,
  * which zstd would otherwise find only within one bundle.
  *
  * Slots 0-9 are the 10 s windows ((start - span) / 10), slot 10 the span's
@@ -59,6 +60,9 @@
 
 /* Spans bundled per write transaction. */
 #define BUNDLE_TXN_SPANS 256
+/* A new dictionary's samples: bases looked at, and taken (dict_samples). */
+#define DICT_PROBES 64
+#define DICT_SAMPLES 16
 /* bundle_put's answer when it leaves the windows as they are (not an LMDB code). */
 #define FC_STORE_NOT_BUNDLED (-1)
 
@@ -604,16 +608,95 @@ static uint64_t base_service(struct fc_store *s, MDB_txn *txn, const char *tenan
     return XXH3_64bits(value, value_len);
 }
 
+/* A node key's parts, its tenant copied into tenant (cap bytes). */
+static bool parse_node_key(const MDB_val *kv, char *tenant, size_t cap, uint32_t *base, int *level,
+                           int64_t *start)
+{
+    size_t tl;
+
+    if (!node_key_split(kv, &tl, base, level, start) || tl >= cap) {
+        return false;
+    }
+    memcpy(tenant, kv->mv_data, tl);
+    tenant[tl] = '\0';
+    return true;
+}
+
+/*
+ * Samples for a new dictionary of (tenant, service, day), appended to dict
+ * until it holds room bytes: the first 10 s window that day of each of the
+ * next bases of the service after base (key order: at most DICT_PROBES
+ * bases looked at, DICT_SAMPLES taken), as stored (not bundled yet). The
+ * first span of one pod can miss what its service's other pods hold (one
+ * profile type of several, a new pod with other work): those pods'
+ * bundles would otherwise find little in the dictionary (bench_store, 100
+ * pods: docs/internals/store.md, Dictionaries).
+ */
+static void dict_samples(struct fc_store *s, MDB_txn *txn, const char *tenant, uint64_t service,
+                         int64_t day, uint32_t base, size_t room, struct fc_buf *dict)
+{
+    int64_t from = day * FC_STORE_DAY_SECS, until = from + FC_STORE_DAY_SECS;
+    MDB_cursor *c;
+    MDB_val kv, v;
+    struct key k;
+    int samples = 0;
+
+    if (dict->len >= room || base == UINT32_MAX || mdb_cursor_open(txn, s->db[DB_NODE], &c) != 0) {
+        return;
+    }
+    for (int probes = 0; probes < DICT_PROBES && samples < DICT_SAMPLES && dict->len < room;
+         probes++) {
+        char t[256];
+        uint32_t b;
+        int level;
+        int64_t start;
+        struct packed p;
+        uint8_t *raw;
+        size_t size;
+
+        node_key(&k, tenant, base + 1, 0, from);
+        kv = val(k.b, k.n);
+        if (mdb_cursor_get(c, &kv, &v, MDB_SET_RANGE) != 0 ||
+            !parse_node_key(&kv, t, sizeof(t), &b, &level, &start) || strcmp(t, tenant) != 0) {
+            break; /* past the tenant's windows */
+        }
+        base = b;
+        if (level != 0 || start < from || start >= until || fc_store_bundled_marker(&v) ||
+            base_service(s, txn, tenant, b) != service) {
+            if (b == UINT32_MAX) {
+                break;
+            }
+            continue;
+        }
+        if (fc_store_packed_parse(v.mv_data, v.mv_size, &p)) {
+            if (!p.bundled && (raw = fc_tree_unzstd(p.frame, p.frame_len, &size)) != NULL) {
+                fc_buf_append(dict, raw, size < room - dict->len ? size : room - dict->len);
+                free(raw);
+                samples++;
+            }
+            fc_store_packed_release(&p);
+        }
+        if (b == UINT32_MAX) {
+            break;
+        }
+    }
+    mdb_cursor_close(c);
+}
+
 /*
  * The dictionary of (tenant, service, day) into dict: the one stored, or
- * else the first FC_STORE_DICT_MAX bytes of content (the first span bundled
- * that day; its 100 s window first), stored now. Stored as a zstd frame:
- * raw, a day's dictionary of a service of few pods took more pages than
- * their bundles (found by review: 26 KB of dictionaries for 1.9 KB of
- * bundles). FC_STORE_NOT_BUNDLED when the stored one does not decompress.
+ * else a new one, stored now: samples of the service's other bases that
+ * day (dict_samples), then content (the span bundled first that day, of
+ * base; its 100 s window first), at most FC_STORE_DICT_MAX bytes; content
+ * last, where zstd's offsets are shortest, and alone when it fills them.
+ * Stored as a zstd frame: raw, a day's dictionary of a service of few pods
+ * took more pages than their bundles (found by review: 26 KB of
+ * dictionaries for 1.9 KB of bundles). FC_STORE_NOT_BUNDLED when the
+ * stored one does not decompress.
  */
-static int dict_get(struct fc_store *s, MDB_txn *txn, const char *tenant, uint64_t service,
-                    int64_t day, const struct fc_buf *content, struct fc_buf *dict)
+static int dict_get(struct fc_store *s, MDB_txn *txn, const char *tenant, uint32_t base,
+                    uint64_t service, int64_t day, const struct fc_buf *content,
+                    struct fc_buf *dict)
 {
     struct key k;
     MDB_val kv, v;
@@ -630,6 +713,9 @@ static int dict_get(struct fc_store *s, MDB_txn *txn, const char *tenant, uint64
         fc_buf_append(dict, raw, len);
         free(raw);
         return 0;
+    }
+    if (content->len < FC_STORE_DICT_MAX) {
+        dict_samples(s, txn, tenant, service, day, base, FC_STORE_DICT_MAX - content->len, dict);
     }
     fc_buf_append(dict, content->data,
                   content->len < FC_STORE_DICT_MAX ? content->len : FC_STORE_DICT_MAX);
@@ -827,7 +913,7 @@ static int bundle_span(struct fc_store *s, MDB_txn *txn, const char *tenant, uin
         uint64_t service = base_service(s, txn, tenant, base);
         struct fc_buf dict;
         fc_buf_init(&dict, 0);
-        rc = dict_get(s, txn, tenant, service, day_of(span), &content, &dict);
+        rc = dict_get(s, txn, tenant, base, service, day_of(span), &content, &dict);
         rc = rc ? rc : bundle_put(s, txn, tenant, base, span, m, got, &content, service, &dict);
         fc_buf_release(&dict);
         *bundled += rc == 0 ? got : 0;
@@ -938,7 +1024,7 @@ static int keep_parent_alone(struct fc_store *s, MDB_txn *txn, const char *tenan
     rc = FC_STORE_NOT_BUNDLED;
     if (gather(s, txn, tenant, base, 1, span, c, m, &got, &loose, &content)) {
         service = c->dict ? c->dict_service : base_service(s, txn, tenant, base);
-        rc = dict_get(s, txn, tenant, service, day_of(span), &content, &dict);
+        rc = dict_get(s, txn, tenant, base, service, day_of(span), &content, &dict);
         rc = rc ? rc : bundle_put(s, txn, tenant, base, span, m, 1, &content, service, &dict);
     }
     for (size_t i = 0; i < got; i++) {
@@ -1049,20 +1135,6 @@ int fc_store_bundle_compact(struct fc_store *s, int64_t from_s, int64_t cutoff_s
     }
     fc_buf_release(&resume);
     return rc ? fc_store_lmdb_error(err, rc, "compaction") : FC_OK;
-}
-
-/* A node key's parts, its tenant copied into tenant (cap bytes). */
-static bool parse_node_key(const MDB_val *kv, char *tenant, size_t cap, uint32_t *base, int *level,
-                           int64_t *start)
-{
-    size_t tl;
-
-    if (!node_key_split(kv, &tl, base, level, start) || tl >= cap) {
-        return false;
-    }
-    memcpy(tenant, kv->mv_data, tl);
-    tenant[tl] = '\0';
-    return true;
 }
 
 static int seek(MDB_cursor *c, const char *tenant, uint32_t base, int64_t start, MDB_val *kv,

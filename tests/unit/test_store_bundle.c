@@ -1023,6 +1023,20 @@ static MDB_val dict_key_of(uint8_t *k, const char *service, int64_t day)
     return (MDB_val){n + 16, k};
 }
 
+/* The decompressed dictionary of (service, day) in dicts (stored as a zstd frame). Caller frees. */
+static uint8_t *dict_of(MDB_txn *txn, MDB_dbi dicts, const char *service, int64_t day, size_t *len)
+{
+    uint8_t key[64], *dict;
+    MDB_val kv = dict_key_of(key, service, day), d;
+
+    assert_int_equal(mdb_get(txn, dicts, &kv, &d), 0);
+    *len = (size_t)ZSTD_getFrameContentSize(d.mv_data, d.mv_size);
+    assert_true(*len > 0 && *len <= 64 * 1024);
+    dict = malloc(*len);
+    assert_int_equal(ZSTD_decompress(dict, *len, d.mv_data, d.mv_size), *len);
+    return dict;
+}
+
 static bool has_dict(const char *name, const char *service, int64_t day)
 {
     MDB_env *env;
@@ -1480,7 +1494,7 @@ static void test_second_pod_compresses_against_the_first(void **state)
     MDB_txn *txn;
     MDB_dbi bundles, dicts;
     uint8_t key[64], *raw, *plain, *dict;
-    MDB_val kv, v, d;
+    MDB_val kv, v;
     uint32_t ilen, y;
     size_t raw_len, plain_len, frame_len, dict_len;
     ZSTD_DCtx *z = ZSTD_createDCtx();
@@ -1538,12 +1552,7 @@ static void test_second_pod_compresses_against_the_first(void **state)
     ilen &= 0x7fffffffu;
     frame_len = v.mv_size - 4 - ilen - 8;
     /* The dictionary, stored as a zstd frame. */
-    kv = dict_key_of(key, "against", BASE / DAY);
-    assert_int_equal(mdb_get(txn, dicts, &kv, &d), 0);
-    dict_len = (size_t)ZSTD_getFrameContentSize(d.mv_data, d.mv_size);
-    assert_true(dict_len > 0 && dict_len <= 64 * 1024);
-    dict = malloc(dict_len);
-    assert_int_equal(ZSTD_decompress(dict, dict_len, d.mv_data, d.mv_size), dict_len);
+    dict = dict_of(txn, dicts, "against", BASE / DAY, &dict_len);
     assert_int_equal(ZSTD_DCtx_refPrefix(z, dict, dict_len), 0);
     raw_len =
         (size_t)ZSTD_getFrameContentSize((const uint8_t *)v.mv_data + 4 + ilen + 8, frame_len);
@@ -1563,6 +1572,145 @@ static void test_second_pod_compresses_against_the_first(void **state)
     ZSTD_freeDCtx(z);
     mdb_txn_abort(txn);
     mdb_env_close(env);
+}
+
+/* Whether the n bytes at needle occur in hay[0..len). */
+static bool contains(const uint8_t *hay, size_t len, const uint8_t *needle, size_t n)
+{
+    for (size_t at = 0; n <= len && at <= len - n; at++) {
+        if (memcmp(hay + at, needle, n) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/*
+ * The raw contents (its zstd frame decompressed) of the stored, not bundled
+ * window (base, level, start) of the closed store at name, read from the
+ * layout in docs/internals/store.md: key tenant 0 be32(base) u8(level)
+ * be64(start); value le32 header length (its top three bits flags) | header
+ * | one zstd frame. Caller frees.
+ */
+static uint8_t *window_raw(const char *name, uint32_t base, int level, int64_t start, size_t *len)
+{
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi db;
+    MDB_val kv, v;
+    uint8_t key[32], *raw;
+    uint32_t hl;
+    size_t n = sizeof("anonymous");
+
+    memcpy(key, "anonymous", n);
+    for (int i = 0; i < 4; i++) {
+        key[n + i] = (uint8_t)(base >> (24 - 8 * i));
+    }
+    key[n + 4] = (uint8_t)level;
+    for (int i = 0; i < 8; i++) {
+        key[n + 5 + i] = (uint8_t)((uint64_t)start >> (56 - 8 * i));
+    }
+    kv = (MDB_val){n + 13, key};
+    assert_true(lmdb_open(name, "node", MDB_RDONLY, &env, &txn, &db));
+    assert_int_equal(mdb_get(txn, db, &kv, &v), 0);
+    memcpy(&hl, v.mv_data, 4);
+    assert_int_equal(hl & 0x40000000u, 0); /* not a bundled window */
+    hl &= 0x1fffffffu;
+    assert_true(4 + (size_t)hl < v.mv_size);
+    *len =
+        (size_t)ZSTD_getFrameContentSize((const uint8_t *)v.mv_data + 4 + hl, v.mv_size - 4 - hl);
+    assert_true(*len > 0 && *len < (64u << 20));
+    raw = malloc(*len);
+    assert_int_equal(
+        ZSTD_decompress(raw, *len, (const uint8_t *)v.mv_data + 4 + hl, v.mv_size - 4 - hl), *len);
+    mdb_txn_abort(txn);
+    mdb_env_close(env);
+    return raw;
+}
+
+/* One corpus profile (file) of pod in service at t_s. */
+static void write_corpus(struct fc_store *s, const char *file, const char *service, const char *pod,
+                         int64_t t_s)
+{
+    struct fc_batch *b = fc_batch_new(0);
+    struct fc_profile *p = NULL;
+    struct fc_error err = {0};
+    char path[512];
+    uint8_t *data;
+    size_t len;
+
+    snprintf(path, sizeof(path), "%s/%s", fc_test_corpus(), file);
+    assert_non_null(data = fc_test_read(path, &len));
+    assert_int_equal(fc_pprof_decode(b, data, len, NULL, &p, &err), FC_OK);
+    free(data);
+    fc_profile_set_label(b, p, "service_name", service);
+    fc_profile_set_label(b, p, "pod", pod);
+    fc_profile_set_label(b, p, "__name__", "process_cpu");
+    p->time_ns = t_s * 1000000000LL;
+    write1(s, b);
+}
+
+/*
+ * A new dictionary samples the service's other pods: pod a (go-1s-cpu) is
+ * bundled first; its service's dictionary of the day then holds the first
+ * 10 s window that day of pod b (go-3s-cpu, same service), and not those of
+ * pod c (another service) or of pod d (same service, the next day); a's own
+ * span (its 100 s window, then its 10 s window) comes last.
+ */
+static void test_dictionary_samples_other_pods(void **state)
+{
+    struct fc_store *s = fc_test_store_open(dir, "samples");
+    struct fc_error err = {0};
+    const char *pods[4] = {"a", "c", "b", "d"};
+    uint32_t base[4];
+    uint8_t *raw[4], *dict;
+    size_t len[4], dict_len;
+    int64_t before[2];
+    uint64_t n = 0;
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi dicts;
+
+    (void)state;
+    write_corpus(s, "go-1s-cpu.pb.gz", "shop", "a", BASE + 1);
+    write_corpus(s, "pyroscope-go-cpu.pb.gz", "mail", "c", BASE + 1);
+    write_corpus(s, "go-3s-cpu.pb.gz", "shop", "b", BASE + 201);
+    write_corpus(s, "pyroscope-go-cpu.pb.gz", "shop", "d", DAY_END + 1);
+    assert_int_equal(fc_store_flush(s, &err), FC_OK);
+    before[0] = total(s, CPU "{pod=\"a\"}", BASE, BASE + 100);
+    before[1] = total(s, CPU "{pod=\"b\"}", BASE + 200, BASE + 300);
+    fc_store_close(s);
+    for (int i = 0; i < 4; i++) {
+        assert_int_not_equal(base[i] = base_of_pod("samples", pods[i]), 0);
+    }
+    assert_true(base[0] < base[1] && base[1] < base[2]); /* c between a and b: skipped */
+    raw[0] = window_raw("samples", base[0], 0, BASE, &len[0]);
+    raw[1] = window_raw("samples", base[1], 0, BASE, &len[1]);
+    raw[2] = window_raw("samples", base[2], 0, BASE + 200, &len[2]);
+    raw[3] = window_raw("samples", base[3], 0, DAY_END, &len[3]);
+    s = fc_test_store_open(dir, "samples");
+    assert_int_equal(fc_store_bundle_before(s, BASE + 100, 0, &n, &err), FC_OK);
+    assert_int_equal(n, 4); /* the spans of a and c: their 10 s and 100 s windows */
+    assert_int_equal(total(s, CPU "{pod=\"a\"}", BASE, BASE + 100), before[0]);
+    assert_int_equal(total(s, CPU "{pod=\"b\"}", BASE + 200, BASE + 300), before[1]);
+    fc_store_close(s);
+
+    assert_true(lmdb_open("samples", "dict", MDB_RDONLY, &env, &txn, &dicts));
+    dict = dict_of(txn, dicts, "shop", BASE / DAY, &dict_len);
+    print_message("dictionary %zu bytes; windows a %zu, c %zu, b %zu, d %zu\n", dict_len, len[0],
+                  len[1], len[2], len[3]);
+    assert_true(contains(dict, dict_len, raw[2], len[2]));  /* b */
+    assert_false(contains(dict, dict_len, raw[1], len[1])); /* c: another service */
+    assert_false(contains(dict, dict_len, raw[3], len[3])); /* d: the next day */
+    /* a's span last: its 10 s window ends the dictionary. */
+    assert_true(dict_len >= len[0]);
+    assert_memory_equal(dict + dict_len - len[0], raw[0], len[0]);
+    free(dict);
+    mdb_txn_abort(txn);
+    mdb_env_close(env);
+    for (int i = 0; i < 4; i++) {
+        free(raw[i]);
+    }
 }
 
 static int setup(void **state)
@@ -1601,6 +1749,7 @@ int main(void)
         cmocka_unit_test(test_compaction_stores_whole_what_it_cannot_bundle),
         cmocka_unit_test(test_dictionaries_go_with_their_day),
         cmocka_unit_test(test_second_pod_compresses_against_the_first),
+        cmocka_unit_test(test_dictionary_samples_other_pods),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
