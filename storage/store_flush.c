@@ -30,11 +30,44 @@ static bool dirty_key_parts(const MDB_val *kv, uint32_t *base, int *level, int64
 }
 
 /*
+ * Merges window (tenant, base, level, start) into ps, a sum through its
+ * children (depth <= level); a window that does not decode is skipped and
+ * counted, as a query skips it.
+ */
+static void merge_stored(struct fc_store *s, MDB_txn *txn, const char *tenant, uint32_t base,
+                         int level, int64_t start, struct bundle_caches *bundles, struct parts *ps)
+{
+    struct parts child = {0};
+    MDB_val v;
+
+    if (fc_store_node_get(s, txn, tenant, base, level, start, &v) != 0) {
+        return;
+    }
+    if (fc_store_sum_of(&v)) { /* level >= 2: fc_store_node_get refuses others */
+        for (int i = 0; i < 10; i++) {
+            merge_stored(s, txn, tenant, base, level - 1,
+                         start + i * fc_store_level_secs[level - 1], bundles, ps);
+        }
+        return;
+    }
+    if (!fc_store_window_decode(s, txn, tenant, base, &v, bundles, NULL, NULL, &child)) {
+        atomic_fetch_add(&s->corrupt, 1);
+    } else {
+        for (uint32_t j = 0; j < child.n; j++) {
+            fc_tree_merge(fc_store_part_of(ps, child.v[j].series), &child.v[j].tree);
+        }
+    }
+    fc_store_parts_release(&child);
+}
+
+/*
  * Replaces window (tenant, base, level, start) by the merge of its ten
- * children, or (level 2 and up) by a link to its only child: a pod with one
- * profile in a 1000 s window then stores its tree twice (10 s, 100 s), not
- * seven times, and no coarse rebuild decodes or compresses it. Level 1 never
- * links: compaction deletes the 10 s windows under it.
+ * children, or (level 2 and up) by a link to its only child, or by a sum
+ * of its two: a pod with one profile in a 1000 s window then stores its
+ * tree twice (10 s, 100 s), not seven times, one with two stores each twice
+ * and no merge of them, and no coarse rebuild of either decodes or
+ * compresses anything. Level 1 never links: compaction deletes the 10 s
+ * windows under it.
  */
 static int rebuild(struct fc_store *s, MDB_txn *txn, const char *tenant, uint32_t base, int level,
                    int64_t start, struct fc_error *err)
@@ -47,6 +80,7 @@ static int rebuild(struct fc_store *s, MDB_txn *txn, const char *tenant, uint32_
     struct bundle_cache one = {0}; /* the span's 10 s windows share one bundle */
     struct bundle_caches bundles = {&one, 1};
     int rc = 0, present = 0;
+    bool only_sum = false;
 
     for (int i = 0; i < 10; i++) {
         node_key(&k, tenant, base, level - 1, start + i * step);
@@ -54,30 +88,26 @@ static int rebuild(struct fc_store *s, MDB_txn *txn, const char *tenant, uint32_
         if (mdb_get(txn, s->db[DB_NODE], &kv, &v) == 0) {
             present++;
             only = start + i * step;
+            only_sum = fc_store_sum_of(&v);
         }
     }
     node_key(&k, tenant, base, level, start);
     kv = val(k.b, k.n);
-    if (present == 1 && level >= 2) {
-        uint8_t link[FC_STORE_LINK_LEN];
-        fc_store_link_encode(only, link);
-        v = val(link, sizeof(link));
+    if (level >= 2 && present >= 1 && present <= FC_STORE_SUM_MAX) {
+        /* A link to the only child, unless that is a sum (links never lead to one): a sum. */
+        uint8_t mark[FC_STORE_LINK_LEN];
+        if (present == 1 && !only_sum) {
+            fc_store_link_encode(only, mark);
+            v = val(mark, FC_STORE_LINK_LEN);
+        } else {
+            fc_store_sum_encode(mark);
+            v = val(mark, FC_STORE_SUM_LEN);
+        }
         rc = mdb_put(txn, s->db[DB_NODE], &kv, &v, 0);
         return rc ? fc_store_lmdb_error(err, rc, "flush") : FC_OK;
     }
     for (int i = 0; present > 0 && i < 10; i++) {
-        struct parts child = {0};
-        if (fc_store_node_get(s, txn, tenant, base, level - 1, start + i * step, &v) != 0) {
-            continue;
-        }
-        if (!fc_store_window_decode(s, txn, tenant, base, &v, &bundles, NULL, NULL, &child)) {
-            atomic_fetch_add(&s->corrupt, 1); /* skipped, as a query skips it */
-        } else {
-            for (uint32_t j = 0; j < child.n; j++) {
-                fc_tree_merge(fc_store_part_of(&ps, child.v[j].series), &child.v[j].tree);
-            }
-        }
-        fc_store_parts_release(&child);
+        merge_stored(s, txn, tenant, base, level - 1, start + i * step, &bundles, &ps);
     }
     fc_store_bundle_cache_release(&one);
     if (ps.n == 0) {

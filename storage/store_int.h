@@ -553,6 +553,19 @@ int fc_store_write_spans(struct writer *w, struct frames *f, const struct fc_bat
  */
 #define FC_STORE_LINK_LEN 12
 /*
+ * Format 16: a coarse window (level 2 and up) with at most FC_STORE_SUM_MAX
+ * stored children, and no link (one child that is not a sum itself), holds
+ * a sum: le32 0xfffffffe (FC_STORE_SUM_LEN bytes; never a header length, a
+ * link or a marker) instead of their merge. Readers read its children, as
+ * they read a dirty window's: at most two windows where the merge, about
+ * the size of either, would be one. A pod of one profile every 14 minutes
+ * had a third copy of two profiles in most of its 1000 s windows, each a
+ * whole overflow page or two (docs/internals/store.md, Links and sums).
+ * Links never point to a sum (fc_store_node_get refuses one).
+ */
+#define FC_STORE_SUM_LEN 4
+#define FC_STORE_SUM_MAX 2
+/*
  * Postings (`post`, store_write.c posting_add): under (name, value) chunks
  * of increasing series ids, each keyed by its first id.
  *  - format 15: key ... be32(first id) u8 FC_STORE_POSTING_DELTAS; value:
@@ -574,9 +587,13 @@ bool fc_store_posting_ids(const MDB_val *kv, size_t prefix_len, const MDB_val *v
 void fc_store_link_encode(int64_t child_start, uint8_t out[FC_STORE_LINK_LEN]);
 /* Whether v is a link, and to which child start. */
 bool fc_store_link_of(const MDB_val *v, int64_t *child_start);
+void fc_store_sum_encode(uint8_t out[FC_STORE_SUM_LEN]);
+/* Whether v is a sum: the window is read through its children. */
+bool fc_store_sum_of(const MDB_val *v);
 /*
  * The stored value of window (tenant, base, level, start), links followed
- * down to the packed value they stand for: 0, or MDB_NOTFOUND.
+ * down to the packed value they stand for, or the window's own sum
+ * (fc_store_sum_of: the caller reads its children): 0, or MDB_NOTFOUND.
  */
 int fc_store_node_get(struct fc_store *s, MDB_txn *txn, const char *tenant, uint32_t base,
                       int level, int64_t start, MDB_val *v);

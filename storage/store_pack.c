@@ -327,6 +327,16 @@ void fc_store_link_encode(int64_t child_start, uint8_t out[FC_STORE_LINK_LEN])
     }
 }
 
+void fc_store_sum_encode(uint8_t out[FC_STORE_SUM_LEN])
+{
+    memcpy(out, "\xfe\xff\xff\xff", FC_STORE_SUM_LEN);
+}
+
+bool fc_store_sum_of(const MDB_val *v)
+{
+    return v->mv_size == FC_STORE_SUM_LEN && memcmp(v->mv_data, "\xfe\xff\xff\xff", 4) == 0;
+}
+
 bool fc_store_link_of(const MDB_val *v, int64_t *child_start)
 {
     const uint8_t *p = v->mv_data;
@@ -355,8 +365,10 @@ int fc_store_node_get(struct fc_store *s, MDB_txn *txn, const char *tenant, uint
             return rc;
         }
         if (!fc_store_link_of(v, &child)) {
-            if (!fc_store_marker_fits(v, level, start)) {
-                atomic_fetch_add(&s->corrupt, 1); /* another window's marker */
+            if (!fc_store_marker_fits(v, level, start) ||
+                (fc_store_sum_of(v) && (steps > 0 || level < 2))) {
+                /* another window's marker, or a sum this build never writes there */
+                atomic_fetch_add(&s->corrupt, 1);
                 return MDB_NOTFOUND;
             }
             return 0;

@@ -329,6 +329,11 @@ static void take(struct merge *m, int level, int64_t window)
         0) {
         return;
     }
+    if (fc_store_sum_of(&v)) {
+        /* A sum (level >= 2, fc_store_node_get): its children (depth <= levels). */
+        cover(m, level - 1, window, window + fc_store_level_secs[level]);
+        return;
+    }
     if (m->tree == NULL) {
         m->found = m->found || window_has(m, &v);
         return;
@@ -560,6 +565,17 @@ static int timeline_scan(struct reader *r, const struct base_group *group, int l
         }
         if (w < lo || window_dirty(r->s, r->txn, r->tenant, group->base, level, w)) {
             continue; /* a dirty window: its children below */
+        }
+        if (fc_store_sum_of(&v)) {
+            /* Its children's totals (depth <= levels); a sum below level 2 is never written. */
+            int rc = level < 2 ? (atomic_fetch_add(&r->s->corrupt, 1), FC_OK)
+                               : timeline_scan(r, group, level - 1, w,
+                                               w + fc_store_level_secs[level], tl);
+            if (rc != FC_OK) {
+                mdb_cursor_close(c);
+                return rc;
+            }
+            continue;
         }
         if (fc_store_link_of(&v, &child)) {
             if (fc_store_node_get(r->s, r->txn, r->tenant, group->base, level, w, &v) != 0) {

@@ -653,7 +653,7 @@ static void test_corrupt_window_is_skipped(void **state)
 /* A store written in another on-disk format is refused at open, never misread. */
 static void test_other_format_is_refused(void **state)
 {
-    static const uint8_t key[] = "\0format\x0f\0"; /* the key, then le32 15 */
+    static const uint8_t key[] = "\0format\x10\0"; /* the key, then le32 16 */
     char sub[128], path[160];
     struct fc_store_options o = {0};
     struct fc_store *s2;
@@ -670,17 +670,17 @@ static void test_other_format_is_refused(void **state)
     /* The meta value (le32 version) follows its key in the LMDB leaf. */
     snprintf(path, sizeof(path), "%s/data.mdb", sub);
     /*
-     * Format 14 (postings of be32 ids) opens, and is marked 15 again; so
-     * do 13 (bundles without a dictionary), 12 (series keyed by h128 of
+     * Format 15 (no sums) opens, and is marked 16 again; so do 14
+     * (postings of be32 ids), 13 (bundles without a dictionary), 12 (series keyed by h128 of
      * their labels), 11 (selfs not scaled), 10 (a split
      * series' type not interned), 9 (whole series labels), 8 (no bundles), 7 (one id per posting),
      * 6 (interleaved trees) and 5 (no log, no links).
      */
-    for (uint8_t older = 14; older >= 5; older--) {
+    for (uint8_t older = 15; older >= 5; older--) {
         assert_true(patch_file(path, key, sizeof(key) - 1, 7, older) > 0);
         assert_int_equal(fc_store_open(&o, &s2, &err), FC_OK);
         fc_store_close(s2);
-        assert_int_equal(fc_test_store_format(sub), 15);
+        assert_int_equal(fc_test_store_format(sub), 16);
     }
     /* Then made 2: refused. */
     assert_true(patch_file(path, key, sizeof(key) - 1, 7, 2) > 0);
@@ -842,7 +842,7 @@ static void test_names_of_format_3_still_read(void **state)
     fc_store_result_release(&res);
     fc_store_close(s2);
     /* Marked format 8 at open: reopens, and an older build would refuse it. */
-    assert_int_equal(fc_test_store_format(sub), 15);
+    assert_int_equal(fc_test_store_format(sub), 16);
     release(&got);
     release(&want);
     fc_selector_release(&sel);
@@ -1100,7 +1100,7 @@ static void test_unscaled_windows_of_format_11_still_read(void **state)
     b = store_go_cpu("format11", sub, sizeof(sub), &o);
     assert_int_equal(make_format_11(sub), 2); /* the 10 s window and its 100 s window */
     go_cpu_read_as_written(&o, b, "format 11");
-    assert_int_equal(fc_test_store_format(sub), 15);
+    assert_int_equal(fc_test_store_format(sub), 16);
     lmdb_begin(sub, MDB_RDONLY, &env, &txn);
     assert_int_equal(mdb_dbi_open(txn, "node", 0, &node), 0);
     assert_int_equal(mdb_cursor_open(txn, node, &c), 0);
@@ -1244,7 +1244,7 @@ static void test_interleaved_windows_of_format_6_still_read(void **state)
     go_cpu_read_as_written(&o, b, "format 6");
 
     /* Marked again; both windows written again, in columns. */
-    assert_int_equal(fc_test_store_format(sub), 15);
+    assert_int_equal(fc_test_store_format(sub), 16);
     lmdb_begin(sub, MDB_RDONLY, &env, &txn);
     assert_int_equal(mdb_dbi_open(txn, "node", 0, &node), 0);
     n_columns = 0;
@@ -2089,7 +2089,7 @@ static struct fc_store *reopened_as_before(const char *name, const char *tenant,
     snprintf(sub, sizeof(sub), "%s/%s", dir, name);
     *rewritten = rewrite(sub);
     s2 = open_sub(name);
-    assert_int_equal(fc_test_store_format(sub), 15);
+    assert_int_equal(fc_test_store_format(sub), 16);
     n_after = listed(s2, tenant, "{service_name=\"svc-0\"}", &after);
     assert_int_equal(n_after, n);
     for (size_t i = 0; i < n; i++) {
@@ -2418,7 +2418,7 @@ static void test_series_of_format_12_still_found(void **state)
     assert_int_equal(in_values + own_keys, 0);
     assert_int_equal(by_h128, n + 2);
     s2 = open_sub("h128");
-    assert_int_equal(fc_test_store_format(sub), 15);
+    assert_int_equal(fc_test_store_format(sub), 16);
     write_pods(s2, 0, 2, "h1"); /* the same pods again: the same series */
     assert_int_equal(cpu_of(s2, "h1", "pod=\"p1\""), 2 * GO_CPU_TOTAL);
     assert_int_equal(cpu_of(s2, "h1", "task=\"map\""), 4 * task_cpu("map"));
@@ -2634,7 +2634,7 @@ static void older_postings_answer(const char *name, const char *tenant, int64_t 
     assert_int_equal(pods_total(s2, tenant, -1), 180 * one);
     fc_store_close(s2);
     snprintf(sub, sizeof(sub), "%s/%s", dir, name);
-    assert_int_equal(fc_test_store_format(sub), 15);
+    assert_int_equal(fc_test_store_format(sub), 16);
 }
 
 /*
@@ -3463,7 +3463,7 @@ static void test_log_replays_what_was_not_flushed(void **state)
 }
 
 /* Node values in the store at dir/name (closed): how many, and how many are links. */
-static void count_nodes(const char *name, int *nodes, int *links)
+static void count_nodes(const char *name, int *nodes, int *links, int *sums)
 {
     char sub[256];
     MDB_env *env;
@@ -3473,7 +3473,7 @@ static void count_nodes(const char *name, int *nodes, int *links)
     MDB_val k, v;
 
     snprintf(sub, sizeof(sub), "%s/%s", dir, name);
-    *nodes = *links = 0;
+    *nodes = *links = *sums = 0;
     assert_int_equal(mdb_env_create(&env), 0);
     assert_int_equal(mdb_env_set_maxdbs(env, 32), 0);
     assert_int_equal(mdb_env_open(env, sub, MDB_RDONLY, 0644), 0);
@@ -3485,6 +3485,8 @@ static void count_nodes(const char *name, int *nodes, int *links)
         (*nodes)++;
         /* The link form, by its definition in storage/store_int.h: 0xffffffff, be64 start. */
         *links += v.mv_size == 12 && memcmp(v.mv_data, "\xff\xff\xff\xff", 4) == 0;
+        /* A sum (format 16): le32 0xfffffffe alone. */
+        *sums += v.mv_size == 4 && memcmp(v.mv_data, "\xfe\xff\xff\xff", 4) == 0;
     }
     mdb_cursor_close(c);
     mdb_txn_abort(txn);
@@ -3521,15 +3523,16 @@ static void test_single_child_windows_link(void **state)
     struct fc_store_query q = {0};
     struct fc_batch *b = load("go-1s-cpu.pb.gz", 0, BASE, "l");
     uint64_t deleted = 0;
-    int nodes, links;
+    int nodes, links, sums;
 
     (void)state;
     assert_int_equal(fc_store_write(s2, &b, 1, &err), FC_OK);
     fc_batch_unref(b);
     fc_store_close(s2); /* flushes */
-    count_nodes("links", &nodes, &links);
+    count_nodes("links", &nodes, &links, &sums);
     assert_int_equal(nodes, 7);
     assert_int_equal(links, 5);
+    assert_int_equal(sums, 0);
     s2 = open_unflushed("links");
     assert_int_equal(fc_selector_parse("process_cpu:cpu:nanoseconds:cpu:nanoseconds{}", &sel, &err),
                      FC_OK);
@@ -3551,10 +3554,14 @@ static void test_single_child_windows_link(void **state)
     assert_int_equal(timeline_bucket(s2, &q, 1000, 1), GO_CPU_TOTAL);
     assert_int_equal(timeline_bucket(s2, &q, 10000, 0), 2 * GO_CPU_TOTAL);
     fc_store_close(s2);
-    count_nodes("links", &nodes, &links);
-    /* 10 s, 100 s and 10^3 s of each profile (two links), the 10^4 s copy, three links above. */
+    count_nodes("links", &nodes, &links, &sums);
+    /*
+     * 10 s, 100 s and 10^3 s of each profile (two links), the 10^4 s window
+     * a sum of its two children, and above it sums (a link never leads to one).
+     */
     assert_int_equal(nodes, 3 + 3 + 1 + 3);
-    assert_int_equal(links, 2 + 3);
+    assert_int_equal(links, 2);
+    assert_int_equal(sums, 1 + 3);
 
     s2 = open_unflushed("links");
     /* Windows ending by BASE + 500 go: the first profile's 10 s and 100 s windows. */
@@ -3578,6 +3585,165 @@ static void test_single_child_windows_link(void **state)
     assert_int_equal(deleted, 1);
     assert_int_equal(range_total(s2, &q, BASE + 1000, BASE + 1100), GO_CPU_TOTAL);
     assert_int_equal(range_total(s2, &q, BASE - 10000000, BASE + 10000000), GO_CPU_TOTAL);
+    fc_store_close(s2);
+    fc_selector_release(&sel);
+}
+
+/*
+ * Replaces the value of the first node key of level `level` in the closed
+ * store at name by v (len bytes); false when there is none.
+ */
+static bool put_node_value(const char *name, int level, const void *v, size_t len)
+{
+    char sub[256];
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi node;
+    MDB_cursor *c;
+    MDB_val k, old, nv = {len, (void *)v};
+    bool done = false;
+
+    snprintf(sub, sizeof(sub), "%s/%s", dir, name);
+    assert_int_equal(mdb_env_create(&env), 0);
+    assert_int_equal(mdb_env_set_maxdbs(env, 32), 0);
+    assert_int_equal(mdb_env_open(env, sub, 0, 0644), 0);
+    assert_int_equal(mdb_txn_begin(env, NULL, 0, &txn), 0);
+    assert_int_equal(mdb_dbi_open(txn, "node", 0, &node), 0);
+    assert_int_equal(mdb_cursor_open(txn, node, &c), 0);
+    /* Key: tenant 0 be32(base) u8(level) be64(start) (storage/store.h). */
+    for (int g = mdb_cursor_get(c, &k, &old, MDB_FIRST); g == 0 && !done;
+         g = mdb_cursor_get(c, &k, &old, MDB_NEXT)) {
+        if (((const uint8_t *)k.mv_data)[k.mv_size - 9] == level) {
+            assert_int_equal(mdb_cursor_put(c, &k, &nv, MDB_CURRENT), 0);
+            done = true;
+        }
+    }
+    mdb_cursor_close(c);
+    assert_int_equal(mdb_txn_commit(txn), 0);
+    mdb_env_close(env);
+    return done;
+}
+
+/*
+ * A coarse window of two stored children is a sum (format 16), read through
+ * them: profiles at BASE and BASE + 200 (two 100 s windows in one 1000 s
+ * window) store their 10 s and 100 s windows and five sums above; a third
+ * at BASE + 500 makes the 1000 s window a merge, linked to from above;
+ * retention of the first two makes it a link. Every answer by hand from
+ * GO_CPU_TOTAL (go-1s-cpu.top.txt). A link to a sum, or a sum in a 100 s
+ * window (neither ever written), is skipped and counted.
+ */
+static void test_two_child_windows_are_sums(void **state)
+{
+    struct fc_store *s2 = open_unflushed("sums");
+    struct fc_error err = {0};
+    struct fc_selector sel;
+    struct fc_store_query q = {0};
+    uint64_t deleted = 0;
+    int nodes, links, sums;
+    const int64_t at[3] = {BASE, BASE + 200, BASE + 500};
+
+    (void)state;
+    for (int i = 0; i < 2; i++) {
+        struct fc_batch *b = load("go-1s-cpu.pb.gz", 0, at[i], "s");
+        assert_int_equal(fc_store_write(s2, &b, 1, &err), FC_OK);
+        fc_batch_unref(b);
+    }
+    fc_store_close(s2); /* flushes */
+    count_nodes("sums", &nodes, &links, &sums);
+    /* Two 10 s and two 100 s windows; 10^3 s a sum of two, 10^4 to 10^7 s sums of a sum. */
+    assert_int_equal(nodes, 4 + 5);
+    assert_int_equal(links, 0);
+    assert_int_equal(sums, 5);
+    s2 = open_unflushed("sums");
+    assert_int_equal(fc_selector_parse("process_cpu:cpu:nanoseconds:cpu:nanoseconds{}", &sel, &err),
+                     FC_OK);
+    q.tenant = "s";
+    q.selector = &sel;
+    assert_int_equal(range_total(s2, &q, BASE - 10000000, BASE + 10000000), 2 * GO_CPU_TOTAL);
+    assert_int_equal(range_total(s2, &q, BASE, BASE + 1000), 2 * GO_CPU_TOTAL);
+    assert_int_equal(range_total(s2, &q, BASE, BASE + 100), GO_CPU_TOTAL);
+    assert_int_equal(range_total(s2, &q, BASE + 100, BASE + 100000), GO_CPU_TOTAL);
+    assert_int_equal(timeline_bucket(s2, &q, 1000, 0), 2 * GO_CPU_TOTAL);
+    assert_int_equal(timeline_bucket(s2, &q, 10000, 0), 2 * GO_CPU_TOTAL);
+    assert_int_equal(timeline_bucket(s2, &q, 1000000, 0), 2 * GO_CPU_TOTAL);
+    assert_int_equal(timeline_bucket(s2, &q, 100, 2), GO_CPU_TOTAL);
+    assert_int_equal(fc_store_corrupt_windows(s2), 0);
+
+    {
+        struct fc_batch *b = load("go-1s-cpu.pb.gz", 0, at[2], "s");
+        assert_int_equal(fc_store_write(s2, &b, 1, &err), FC_OK);
+        fc_batch_unref(b);
+    }
+    assert_int_equal(fc_store_flush(s2, &err), FC_OK);
+    assert_int_equal(range_total(s2, &q, BASE - 10000000, BASE + 10000000), 3 * GO_CPU_TOTAL);
+    assert_int_equal(range_total(s2, &q, BASE, BASE + 1000), 3 * GO_CPU_TOTAL);
+    assert_int_equal(timeline_bucket(s2, &q, 10000, 0), 3 * GO_CPU_TOTAL);
+    fc_store_close(s2);
+    count_nodes("sums", &nodes, &links, &sums);
+    /* Three 10 s and 100 s windows, the 10^3 s merge and four links to it and above. */
+    assert_int_equal(nodes, 6 + 1 + 4);
+    assert_int_equal(links, 4);
+    assert_int_equal(sums, 0);
+
+    s2 = open_unflushed("sums");
+    /* Windows ending by BASE + 300 go: the first two profiles' 10 s and 100 s windows. */
+    assert_int_equal(fc_store_delete_before(s2, BASE + 300, &deleted, &err), FC_OK);
+    assert_int_equal(deleted, 4);
+    for (int pass = 0; pass < 3; pass++) {
+        assert_int_equal(range_total(s2, &q, BASE, BASE + 1000), GO_CPU_TOTAL);
+        assert_int_equal(range_total(s2, &q, BASE - 10000000, BASE + 10000000), GO_CPU_TOTAL);
+        assert_int_equal(timeline_bucket(s2, &q, 1000, 0), GO_CPU_TOTAL);
+        if (pass == 0) {
+            assert_int_equal(fc_store_flush(s2, &err), FC_OK);
+        } else if (pass == 1) {
+            fc_store_close(s2);
+            s2 = open_unflushed("sums");
+        }
+    }
+    fc_store_close(s2);
+    count_nodes("sums", &nodes, &links, &sums);
+    assert_int_equal(nodes, 2 + 5); /* the third's 10 s, 100 s; links from 10^3 s up */
+    assert_int_equal(links, 5);
+
+    /*
+     * Made by hand: the 10^3 s window a sum (of its one child: read through
+     * it), so the links above it lead to a sum, which no flush writes.
+     */
+    assert_true(put_node_value("sums", 2, "\xfe\xff\xff\xff", 4));
+    s2 = open_unflushed("sums");
+    assert_int_equal(range_total(s2, &q, BASE, BASE + 1000), GO_CPU_TOTAL); /* its child */
+    assert_int_equal(range_total(s2, &q, BASE, BASE + 100000), 0); /* a link to a sum: refused */
+    assert_true(fc_store_corrupt_windows(s2) > 0);
+    fc_store_close(s2);
+    /* A sum at 100 s: its 10 s children are not read for it; refused and counted. */
+    assert_true(put_node_value("sums", 1, "\xfe\xff\xff\xff", 4));
+    s2 = open_unflushed("sums");
+    assert_int_equal(range_total(s2, &q, BASE + 500, BASE + 600), 0);
+    assert_true(fc_store_corrupt_windows(s2) > 0);
+    fc_store_close(s2);
+
+    /*
+     * A merge of a sum: profiles at BASE and BASE + 200 (10^3 s window 0 a
+     * sum), BASE + 1000 and BASE + 2000 (windows 1 and 2 links): the 10^4 s
+     * window merges three children, the sum through its two.
+     */
+    s2 = open_unflushed("sums2");
+    for (int i = 0; i < 4; i++) {
+        static const int64_t when[4] = {0, 200, 1000, 2000};
+        struct fc_batch *b = load("go-1s-cpu.pb.gz", 0, BASE + when[i], "s");
+        assert_int_equal(fc_store_write(s2, &b, 1, &err), FC_OK);
+        fc_batch_unref(b);
+    }
+    fc_store_close(s2);
+    count_nodes("sums2", &nodes, &links, &sums);
+    assert_int_equal(sums, 1);      /* the first 10^3 s window */
+    assert_int_equal(links, 2 + 3); /* the other two; 10^5 s and above to the 10^4 s merge */
+    s2 = open_unflushed("sums2");
+    assert_int_equal(range_total(s2, &q, BASE, BASE + 10000), 4 * GO_CPU_TOTAL);
+    assert_int_equal(range_total(s2, &q, BASE - 10000000, BASE + 10000000), 4 * GO_CPU_TOTAL);
+    assert_int_equal(timeline_bucket(s2, &q, 10000, 0), 4 * GO_CPU_TOTAL);
+    assert_int_equal(fc_store_corrupt_windows(s2), 0);
     fc_store_close(s2);
     fc_selector_release(&sel);
 }
@@ -3757,6 +3923,7 @@ int main(void)
         cmocka_unit_test(test_dirty_windows_exact_before_and_after_flush),
         cmocka_unit_test(test_log_replays_what_was_not_flushed),
         cmocka_unit_test(test_single_child_windows_link),
+        cmocka_unit_test(test_two_child_windows_are_sums),
         cmocka_unit_test(test_id_cache),
         cmocka_unit_test(test_span_entries_through_the_log),
     };
