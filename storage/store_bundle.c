@@ -660,6 +660,15 @@ static void dict_samples(struct fc_store *s, MDB_txn *txn, const char *tenant, u
             !parse_node_key(&kv, t, sizeof(t), &b, &level, &start) || strcmp(t, tenant) != 0) {
             break; /* past the tenant's windows */
         }
+        if (b != base + 1) {
+            /* base + 1 has no windows (retention took them): b's own that day, past its older. */
+            node_key(&k, tenant, b, 0, from);
+            kv = val(k.b, k.n);
+            if (mdb_cursor_get(c, &kv, &v, MDB_SET_RANGE) != 0 ||
+                !parse_node_key(&kv, t, sizeof(t), &b, &level, &start) || strcmp(t, tenant) != 0) {
+                break;
+            }
+        }
         base = b;
         if (level != 0 || start < from || start >= until || fc_store_bundled_marker(&v) ||
             base_service(s, txn, tenant, b) != service) {
