@@ -59,15 +59,25 @@ static bool span_doomed(const MDB_val *kv, const struct doomed *d)
     return r != NULL && (int64_t)be64(r + 12) <= d->cutoff_s - 10;
 }
 
-/* Bundle keys: tenant 0 be32(base) be64(100 s span): it goes with the last of its windows. */
+/*
+ * Bundle keys: tenant 0 be32(base) be64(100 s span): it goes with the last
+ * of its windows; a pack's (span: a 10^5 s span start + 1, format 17) with
+ * the last of its 10^4 s windows, at the end of its 10^5 s span.
+ */
 static bool bundle_doomed(const MDB_val *kv, const struct doomed *d)
 {
+    const int64_t pack_width = fc_store_level_secs[FC_STORE_PACK_LEVEL + 1];
     size_t tenant_len;
     uint32_t base;
     int64_t span;
 
-    return bundle_key_split(kv, &tenant_len, &base, &span) &&
-           span <= d->cutoff_s - fc_store_level_secs[1];
+    if (!bundle_key_split(kv, &tenant_len, &base, &span)) {
+        return false;
+    }
+    if (span >= 1 && (span - 1) % pack_width == 0) {
+        return span - 1 <= d->cutoff_s - pack_width;
+    }
+    return span <= d->cutoff_s - fc_store_level_secs[1];
 }
 
 /*

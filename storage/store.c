@@ -56,12 +56,15 @@ const char *const fc_store_db_names[N_DBS] = {"sym",   "symid", "series", "sid",
  * postings as differences of ids (store_write.c posting_add) and still
  * reads format 14's be32 ids, which is only marked. Format 16 stores a
  * coarse window of two children as a sum (store_flush.c rebuild), which
- * older builds would count corrupt; format 15 is only marked.
- * Every upgrade ends marked 16, which older builds refuse rather than
- * losing the log or misreading a link, a sum, a column, a chunk, a bundled
- * window or a split series.
+ * older builds would count corrupt; format 15 is only marked. Format 17
+ * packs a base's closed 10^4 s windows of a 10^5 s span together
+ * (store_bundle.c), whose markers older builds would count corrupt; format
+ * 16 is only marked.
+ * Every upgrade ends marked 17, which older builds refuse rather than
+ * losing the log or misreading a link, a sum, a pack, a column, a chunk, a
+ * bundled window or a split series.
  */
-#define FORMAT_VERSION 16
+#define FORMAT_VERSION 17
 #define FORMAT_NAMES_ONLY 3
 #define FORMAT_NO_SERVICES 4  /* format 5 adds the service aggregates (store_service.c) */
 #define FORMAT_NO_LOG 5       /* format 6 adds the write-ahead log and links */
@@ -75,6 +78,7 @@ const char *const fc_store_db_names[N_DBS] = {"sym",   "symid", "series", "sid",
 #define FORMAT_NO_DICTS 13    /* format 14 compresses bundles with a dictionary */
 #define FORMAT_ID_POSTINGS 14 /* format 15 writes postings as differences of ids */
 #define FORMAT_NO_SUMS 15     /* format 16 stores a coarse window of two children as a sum */
+#define FORMAT_NO_PACKS 16    /* format 17 packs closed 10^4 s windows */
 static const char format_key[] = "\0format";
 const char fc_store_coarse_key[15] = "\0coarse_before";
 _Thread_local int fc_store_last_lmdb_rc;
@@ -241,7 +245,8 @@ int fc_store_open(const struct fc_store_options *o, struct fc_store **out, struc
                     memcmp(v.mv_data, &(uint32_t){FORMAT_SERIES_H128}, 4) == 0 ||
                     memcmp(v.mv_data, &(uint32_t){FORMAT_NO_DICTS}, 4) == 0 ||
                     memcmp(v.mv_data, &(uint32_t){FORMAT_ID_POSTINGS}, 4) == 0 ||
-                    memcmp(v.mv_data, &(uint32_t){FORMAT_NO_SUMS}, 4) == 0)) {
+                    memcmp(v.mv_data, &(uint32_t){FORMAT_NO_SUMS}, 4) == 0 ||
+                    memcmp(v.mv_data, &(uint32_t){FORMAT_NO_PACKS}, 4) == 0)) {
             rc = upgrade(s, txn, &kv, false, err);
         } else if (rc == 0 && (v.mv_size != 4 || memcmp(v.mv_data, &version, 4) != 0)) {
             uint32_t found = 0;

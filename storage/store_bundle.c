@@ -73,11 +73,28 @@ static int64_t span_of(int64_t start)
     return (start >= 0 ? start / w : (start - w + 1) / w) * w;
 }
 
-/* The slot of window (level, start) in its span's bundle. */
+/* The 10^5 s span whose pack holds the 10^4 s window at start. */
+static int64_t pack_span_of(int64_t start)
+{
+    int64_t w = fc_store_level_secs[FC_STORE_PACK_LEVEL + 1];
+
+    return (start >= 0 ? start / w : (start - w + 1) / w) * w;
+}
+
+/* The slot of window (level, start) in its span's bundle, or in its pack. */
 static int slot_of(int level, int64_t start)
 {
+    if (level == FC_STORE_PACK_LEVEL) {
+        return (int)((start - pack_span_of(start)) / fc_store_level_secs[FC_STORE_PACK_LEVEL]);
+    }
     return level == 1 ? FC_STORE_PARENT_SLOT
                       : (int)((start - span_of(start)) / fc_store_level_secs[0]);
+}
+
+/* Whether a bundle key's span is a pack's (a 10^5 s span start + 1). */
+static bool pack_key_span(int64_t span)
+{
+    return span >= 1 && (span - 1) % fc_store_level_secs[FC_STORE_PACK_LEVEL + 1] == 0;
 }
 
 static void marker_encode(int slot, int64_t span, uint8_t out[FC_STORE_MARKER_LEN])
@@ -138,7 +155,9 @@ static bool marker_of(const MDB_val *v, int *slot, int64_t *span)
 
     *slot = p[4];
     *span = (int64_t)be64(p + 5);
-    return *slot < FC_STORE_BUNDLE_SLOTS && *span >= 0 && *span % fc_store_level_secs[1] == 0;
+    return pack_key_span(*span)
+               ? *slot < FC_STORE_PARENT_SLOT
+               : *slot < FC_STORE_BUNDLE_SLOTS && *span >= 0 && *span % fc_store_level_secs[1] == 0;
 }
 
 bool fc_store_marker_fits(const MDB_val *v, int level, int64_t start)
@@ -149,8 +168,11 @@ bool fc_store_marker_fits(const MDB_val *v, int level, int64_t start)
     if (!fc_store_bundled_marker(v)) {
         return true;
     }
-    return level <= 1 && marker_of(v, &slot, &span) && slot == slot_of(level, start) &&
-           span == span_of(start);
+    if (!marker_of(v, &slot, &span) || slot != slot_of(level, start)) {
+        return false;
+    }
+    return level == FC_STORE_PACK_LEVEL ? span == pack_span_of(start) + 1
+                                        : level <= 1 && span == span_of(start);
 }
 
 /* The index of c (decompressed): where each slot's entry is. */
@@ -739,7 +761,8 @@ static int dict_get(struct fc_store *s, MDB_txn *txn, const char *tenant, uint32
 
 /*
  * Writes the bundle of members m[0..n) (their contents in content,
- * compressed with dict, service's of the day) and their markers, in txn.
+ * compressed with dict, service's of the day; a pack's without one: dict
+ * NULL) and their markers, in txn.
  */
 static int bundle_put(struct fc_store *s, MDB_txn *txn, const char *tenant, uint32_t base,
                       int64_t span, const struct member *m, size_t n, const struct fc_buf *content,
@@ -763,7 +786,7 @@ static int bundle_put(struct fc_store *s, MDB_txn *txn, const char *tenant, uint
         fc_buf_append(&index, m[i].entry.data, m[i].entry.len);
     }
     zi = compress(&index, &li);
-    zc = compress_with(content, dict, &lc);
+    zc = dict != NULL ? compress_with(content, dict, &lc) : compress(content, &lc);
     if (zi == NULL || zc == NULL || index.len > fc_tree_max_raw(li) ||
         content->len > fc_tree_max_raw(lc)) {
         /*
@@ -778,10 +801,10 @@ static int bundle_put(struct fc_store *s, MDB_txn *txn, const char *tenant, uint
     }
     fc_buf_release(&index);
     fc_buf_init(&value, 4 + li + 8 + lc);
-    l32 = (uint32_t)li | FC_STORE_BUNDLE_DICT;
+    l32 = (uint32_t)li | (dict != NULL ? FC_STORE_BUNDLE_DICT : 0);
     fc_buf_append(&value, &l32, 4);
     fc_buf_append(&value, zi, li);
-    {
+    if (dict != NULL) {
         uint8_t be[8];
         for (int i = 0; i < 8; i++) {
             be[i] = (uint8_t)(service >> (56 - 8 * i));
@@ -868,44 +891,47 @@ static bool gather(struct fc_store *s, MDB_txn *txn, const char *tenant, uint32_
 
 /*
  * Bundles the span's 100 s window of (tenant, base) (when stored and not
- * dirty: a rebuild would replace it) and its 10 s windows starts[0..n), in
- * txn, unless all of them are bundled already or there is one window
- * alone. Any of them that does not decode leaves the span as it is.
+ * dirty: a rebuild would replace it) and its 10 s windows starts[0..n)
+ * (level 0), or packs its closed 10^4 s windows starts[0..n) (level
+ * FC_STORE_PACK_LEVEL; span: their 10^5 s span), in txn, unless all of
+ * them are bundled already or there is one window alone. Any of them that
+ * does not decode leaves the span as it is.
  */
 static int bundle_span(struct fc_store *s, MDB_txn *txn, const char *tenant, uint32_t base,
-                       int64_t span, const int64_t *starts, size_t n, uint64_t *bundled)
+                       int level, int64_t span, const int64_t *starts, size_t n, uint64_t *bundled)
 {
+    const int64_t width = fc_store_level_secs[level], span_width = fc_store_level_secs[level + 1];
+    const bool pack = level == FC_STORE_PACK_LEVEL;
     struct member m[FC_STORE_BUNDLE_SLOTS];
     struct fc_buf content;
     struct bundle_cache old = {0};
     struct key k;
     MDB_val kv, v;
     size_t loose = 0, got = 0;
-    bool ok = true;
+    bool ok = true, parent = false;
     int rc = 0;
 
-    bool parent;
-
     /*
-     * Off the 10 s grid (a damaged key): left as it is. Then, before anything
+     * Off the grid (a damaged key): left as it is. Then, before anything
      * is decompressed: nothing to do when every window is bundled already
      * (a pass after a reopen, or after a late write elsewhere, looks at every
      * span since its watermark).
      */
     for (size_t i = 0; i < n; i++) {
-        if (starts[i] % fc_store_level_secs[0] != 0 || starts[i] < span ||
-            starts[i] >= span + fc_store_level_secs[1]) {
+        if (starts[i] % width != 0 || starts[i] < span || starts[i] >= span + span_width) {
             return 0;
         }
-        node_key(&k, tenant, base, 0, starts[i]);
+        node_key(&k, tenant, base, level, starts[i]);
         kv = val(k.b, k.n);
         loose += mdb_get(txn, s->db[DB_NODE], &kv, &v) == 0 && !fc_store_bundled_marker(&v);
     }
-    node_key(&k, tenant, base, 1, span);
-    kv = val(k.b, k.n);
-    parent =
-        mdb_get(txn, s->db[DB_NODE], &kv, &v) == 0 && !window_dirty(s, txn, tenant, base, 1, span);
-    loose += parent && !fc_store_bundled_marker(&v);
+    if (!pack) {
+        node_key(&k, tenant, base, 1, span);
+        kv = val(k.b, k.n);
+        parent = mdb_get(txn, s->db[DB_NODE], &kv, &v) == 0 &&
+                 !window_dirty(s, txn, tenant, base, 1, span);
+        loose += parent && !fc_store_bundled_marker(&v);
+    }
     if (loose == 0 || n + parent < 2) {
         return 0;
     }
@@ -915,9 +941,12 @@ static int bundle_span(struct fc_store *s, MDB_txn *txn, const char *tenant, uin
         ok = gather(s, txn, tenant, base, 1, span, &old, m, &got, &loose, &content);
     }
     for (size_t i = 0; i < n && ok; i++) {
-        ok = gather(s, txn, tenant, base, 0, starts[i], &old, m, &got, &loose, &content);
+        ok = gather(s, txn, tenant, base, level, starts[i], &old, m, &got, &loose, &content);
     }
-    if (ok && loose > 0 && got >= 2) {
+    if (ok && loose > 0 && got >= 2 && pack) {
+        /* No dictionary: a pack outlives the day its dictionary goes with. */
+        rc = bundle_put(s, txn, tenant, base, span + 1, m, got, &content, 0, NULL);
+    } else if (ok && loose > 0 && got >= 2) {
         /* The base's service's dictionary of the day: pods of one service share their stacks. */
         uint64_t service = base_service(s, txn, tenant, base);
         struct fc_buf dict;
@@ -925,6 +954,8 @@ static int bundle_span(struct fc_store *s, MDB_txn *txn, const char *tenant, uin
         rc = dict_get(s, txn, tenant, base, service, day_of(span), &content, &dict);
         rc = rc ? rc : bundle_put(s, txn, tenant, base, span, m, got, &content, service, &dict);
         fc_buf_release(&dict);
+    }
+    if (ok && loose > 0 && got >= 2) {
         *bundled += rc == 0 ? got : 0;
         rc = rc == FC_STORE_NOT_BUNDLED ? 0 : rc;
     }
@@ -1120,6 +1151,10 @@ int fc_store_bundle_compact(struct fc_store *s, int64_t from_s, int64_t cutoff_s
                                     : seek_after(cur, &kv, &v, &k);
                 continue;
             }
+            if (pack_key_span(span)) {
+                g = mdb_cursor_get(cur, &kv, &v, MDB_NEXT); /* a pack: compaction leaves it */
+                continue;
+            }
             if (n == BUNDLE_TXN_SPANS) {
                 fc_buf_reset(&resume);
                 fc_buf_append(&resume, kv.mv_data, kv.mv_size);
@@ -1146,24 +1181,37 @@ int fc_store_bundle_compact(struct fc_store *s, int64_t from_s, int64_t cutoff_s
     return rc ? fc_store_lmdb_error(err, rc, "compaction") : FC_OK;
 }
 
-static int seek(MDB_cursor *c, const char *tenant, uint32_t base, int64_t start, MDB_val *kv,
-                MDB_val *v)
+static int seek(MDB_cursor *c, const char *tenant, uint32_t base, int level, int64_t start,
+                MDB_val *kv, MDB_val *v)
 {
     struct key k;
 
-    node_key(&k, tenant, base, 0, start);
+    node_key(&k, tenant, base, level, start);
     *kv = val(k.b, k.n);
     return mdb_cursor_get(c, kv, v, MDB_SET_RANGE);
 }
 
+/* What a pass does with the windows of one level: bundles (level 0) or packs. */
+struct pass_kind {
+    int level;       /* the windows gathered, by spans of the next level (bundle_span) */
+    bool trees_only; /* leave links, sums and dirty windows out (packs) */
+};
+
+static const struct pass_kind bundling = {0, false};
+static const struct pass_kind packing = {FC_STORE_PACK_LEVEL, true};
+
 /*
- * One write transaction: bundles spans in [from, cutoff) from the key at
- * (tenant, base, 0, at) on, at most BUNDLE_TXN_SPANS; *done when it reached
- * the end of the table, else (tenant, base, at) is where to go on.
+ * One write transaction of a pass: the spans (windows of level + 1) from lo
+ * on of the level's windows that ended by cutoff, from the key at (tenant,
+ * base, level, at) on, at most BUNDLE_TXN_SPANS; *done when it reached the
+ * end of the table, else (tenant, base, at) is where to go on.
  */
-static int bundle_txn(struct fc_store *s, int64_t from, int64_t cutoff, char *tenant, size_t cap,
-                      uint32_t *base, int64_t *at, bool *done, uint64_t *bundled)
+static int walk_txn(struct fc_store *s, const struct pass_kind *kind, int64_t lo, int64_t cutoff,
+                    char *tenant, size_t cap, uint32_t *base, int64_t *at, bool *done,
+                    uint64_t *count)
 {
+    const int level = kind->level;
+    const int64_t width = fc_store_level_secs[level], span_width = fc_store_level_secs[level + 1];
     MDB_txn *txn;
     MDB_cursor *c;
     MDB_val kv, v;
@@ -1177,29 +1225,26 @@ static int bundle_txn(struct fc_store *s, int64_t from, int64_t cutoff, char *te
         mdb_txn_abort(txn);
         return rc;
     }
-    g = seek(c, tenant, *base, *at, &kv, &v);
+    g = seek(c, tenant, *base, level, *at, &kv, &v);
     while (rc == 0 && g == 0) {
         char t[256];
         uint32_t b;
-        int level;
+        int l;
         int64_t start, span, starts[FC_STORE_PARENT_SLOT];
         size_t n = 0;
 
-        if (!parse_node_key(&kv, t, sizeof(t), &b, &level, &start)) {
+        if (!parse_node_key(&kv, t, sizeof(t), &b, &l, &start)) {
             g = mdb_cursor_get(c, &kv, &v, MDB_NEXT);
             continue;
         }
-        if (level != 0 || start >= cutoff || start < 0) {
-            /* Past this base's 10 s windows in range: on to the next base. */
-            if (b == UINT32_MAX) {
-                g = mdb_cursor_get(c, &kv, &v, MDB_NEXT);
-            } else {
-                g = seek(c, t, b + 1, from, &kv, &v);
-            }
+        if (l < level || (l == level && start < lo)) {
+            g = seek(c, t, b, level, lo, &kv, &v);
             continue;
         }
-        if (start < from) {
-            g = seek(c, t, b, from, &kv, &v);
+        if (l > level || start > cutoff - width) {
+            /* Past this base's windows in range: on to the next base. */
+            g = b == UINT32_MAX ? mdb_cursor_get(c, &kv, &v, MDB_NEXT)
+                                : seek(c, t, b + 1, level, lo, &kv, &v);
             continue;
         }
         if (spans == BUNDLE_TXN_SPANS) {
@@ -1208,24 +1253,28 @@ static int bundle_txn(struct fc_store *s, int64_t from, int64_t cutoff, char *te
             *at = start;
             break;
         }
-        span = span_of(start);
+        span = (start / span_width) * span_width; /* start >= lo >= 0 */
         while (g == 0 && n < FC_STORE_PARENT_SLOT) {
             char t2[256];
             uint32_t b2;
             int l2;
-            int64_t s2;
+            int64_t s2, child;
             if (!parse_node_key(&kv, t2, sizeof(t2), &b2, &l2, &s2) || strcmp(t2, t) != 0 ||
-                b2 != b || l2 != 0 || s2 < span || s2 >= span + fc_store_level_secs[1] ||
-                s2 >= cutoff) {
+                b2 != b || l2 != level || s2 < span || s2 >= span + span_width ||
+                s2 > cutoff - width) {
                 break;
             }
-            starts[n++] = s2;
+            if (!kind->trees_only ||
+                (s2 % width == 0 && !fc_store_link_of(&v, &child) && !fc_store_sum_of(&v) &&
+                 !window_dirty(s, txn, t, b, level, s2))) {
+                starts[n++] = s2;
+            }
             g = mdb_cursor_get(c, &kv, &v, MDB_NEXT);
         }
-        rc = bundle_span(s, txn, t, b, span, starts, n, bundled);
+        rc = bundle_span(s, txn, t, b, level, span, starts, n, count);
         spans++;
         /* Puts may have moved the cursor's page: found again by key. */
-        g = seek(c, t, b, span + fc_store_level_secs[1], &kv, &v);
+        g = seek(c, t, b, level, span + span_width, &kv, &v);
     }
     if (rc == 0 && g != 0 && g != MDB_NOTFOUND) {
         rc = g;
@@ -1260,11 +1309,30 @@ int fc_store_bundle_before(struct fc_store *s, int64_t cutoff_s, int64_t budget_
         bp->tenant[0] = '\0';
         bp->base = 0;
         bp->at = bp->from;
+        bp->packing = false;
         bp->resuming = true;
     }
     while (rc == 0 && !done) {
-        rc = bundle_txn(s, bp->from, bp->cutoff, bp->tenant, sizeof(bp->tenant), &bp->base, &bp->at,
-                        &done, bundled);
+        /*
+         * Then packs: the 10^5 s spans of every 10^4 s window that ended
+         * since the pass's watermark (from) by its cutoff.
+         */
+        int64_t pack_lo = pack_span_of(bp->from - fc_store_level_secs[FC_STORE_PACK_LEVEL]);
+        pack_lo = pack_lo > 0 ? pack_lo : 0; /* windows before 1970 are left as they are */
+        if (!bp->packing) {
+            rc = walk_txn(s, &bundling, bp->from, bp->cutoff, bp->tenant, sizeof(bp->tenant),
+                          &bp->base, &bp->at, &done, bundled);
+            if (rc == 0 && done) {
+                done = false;
+                bp->packing = true;
+                bp->tenant[0] = '\0';
+                bp->base = 0;
+                bp->at = pack_lo;
+            }
+        } else {
+            rc = walk_txn(s, &packing, pack_lo, bp->cutoff, bp->tenant, sizeof(bp->tenant),
+                          &bp->base, &bp->at, &done, bundled);
+        }
         if (rc == 0 && !done && budget_ns > 0 && fc_now_mono_ns() - t0 >= budget_ns) {
             fc_store_refresh_used(s);
             return FC_EAGAIN; /* the next call goes on from here, to the same cutoff */

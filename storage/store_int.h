@@ -137,8 +137,9 @@ extern const char *const fc_store_db_names[N_DBS];
 /* A bundling pass stopped by its time budget: where the next call goes on. */
 struct bundle_pass {
     bool resuming;
+    bool packing;               /* past the 100 s spans: packing coarse windows (format 17) */
     int64_t seen, from, cutoff; /* the watermark it began from, its range of spans */
-    char tenant[256];           /* the next key: (tenant, base, 0, at) */
+    char tenant[256];           /* the next key: (tenant, base, 0 or FC_STORE_PACK_LEVEL, at) */
     uint32_t base;
     int64_t at;
 };
@@ -657,6 +658,14 @@ int fc_store_packed_entry(const uint8_t *data, const struct packed *p, uint64_t 
  */
 #define FC_STORE_BUNDLED_MARKER 0x20000000u
 #define FC_STORE_MARKER_LEN 13
+/*
+ * Packs (format 17, store_bundle.c): the closed windows of this level of
+ * one base in one window of the next level (a 10^5 s span), compressed
+ * together as a bundle is, without a dictionary (they outlive its day),
+ * under bundle key span start + 1 (never a 100 s span's); their markers
+ * name slot (start - span) / 10^4 and that key's span.
+ */
+#define FC_STORE_PACK_LEVEL 3
 /*
  * Format 14: the top bit of a bundle's index length says its contents were
  * compressed with a dictionary; be64(h64 of the base's service_name) then

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
 #include <lmdb.h>
@@ -653,7 +654,7 @@ static void test_corrupt_window_is_skipped(void **state)
 /* A store written in another on-disk format is refused at open, never misread. */
 static void test_other_format_is_refused(void **state)
 {
-    static const uint8_t key[] = "\0format\x10\0"; /* the key, then le32 16 */
+    static const uint8_t key[] = "\0format\x11\0"; /* the key, then le32 17 */
     char sub[128], path[160];
     struct fc_store_options o = {0};
     struct fc_store *s2;
@@ -670,17 +671,18 @@ static void test_other_format_is_refused(void **state)
     /* The meta value (le32 version) follows its key in the LMDB leaf. */
     snprintf(path, sizeof(path), "%s/data.mdb", sub);
     /*
-     * Format 15 (no sums) opens, and is marked 16 again; so do 14
+     * Format 16 (no packs) opens, and is marked 17 again; so do 15 (no
+     * sums), 14
      * (postings of be32 ids), 13 (bundles without a dictionary), 12 (series keyed by h128 of
      * their labels), 11 (selfs not scaled), 10 (a split
      * series' type not interned), 9 (whole series labels), 8 (no bundles), 7 (one id per posting),
      * 6 (interleaved trees) and 5 (no log, no links).
      */
-    for (uint8_t older = 15; older >= 5; older--) {
+    for (uint8_t older = 16; older >= 5; older--) {
         assert_true(patch_file(path, key, sizeof(key) - 1, 7, older) > 0);
         assert_int_equal(fc_store_open(&o, &s2, &err), FC_OK);
         fc_store_close(s2);
-        assert_int_equal(fc_test_store_format(sub), 16);
+        assert_int_equal(fc_test_store_format(sub), 17);
     }
     /* Then made 2: refused. */
     assert_true(patch_file(path, key, sizeof(key) - 1, 7, 2) > 0);
@@ -842,7 +844,7 @@ static void test_names_of_format_3_still_read(void **state)
     fc_store_result_release(&res);
     fc_store_close(s2);
     /* Marked format 8 at open: reopens, and an older build would refuse it. */
-    assert_int_equal(fc_test_store_format(sub), 16);
+    assert_int_equal(fc_test_store_format(sub), 17);
     release(&got);
     release(&want);
     fc_selector_release(&sel);
@@ -1100,7 +1102,7 @@ static void test_unscaled_windows_of_format_11_still_read(void **state)
     b = store_go_cpu("format11", sub, sizeof(sub), &o);
     assert_int_equal(make_format_11(sub), 2); /* the 10 s window and its 100 s window */
     go_cpu_read_as_written(&o, b, "format 11");
-    assert_int_equal(fc_test_store_format(sub), 16);
+    assert_int_equal(fc_test_store_format(sub), 17);
     lmdb_begin(sub, MDB_RDONLY, &env, &txn);
     assert_int_equal(mdb_dbi_open(txn, "node", 0, &node), 0);
     assert_int_equal(mdb_cursor_open(txn, node, &c), 0);
@@ -1244,7 +1246,7 @@ static void test_interleaved_windows_of_format_6_still_read(void **state)
     go_cpu_read_as_written(&o, b, "format 6");
 
     /* Marked again; both windows written again, in columns. */
-    assert_int_equal(fc_test_store_format(sub), 16);
+    assert_int_equal(fc_test_store_format(sub), 17);
     lmdb_begin(sub, MDB_RDONLY, &env, &txn);
     assert_int_equal(mdb_dbi_open(txn, "node", 0, &node), 0);
     n_columns = 0;
@@ -2089,7 +2091,7 @@ static struct fc_store *reopened_as_before(const char *name, const char *tenant,
     snprintf(sub, sizeof(sub), "%s/%s", dir, name);
     *rewritten = rewrite(sub);
     s2 = open_sub(name);
-    assert_int_equal(fc_test_store_format(sub), 16);
+    assert_int_equal(fc_test_store_format(sub), 17);
     n_after = listed(s2, tenant, "{service_name=\"svc-0\"}", &after);
     assert_int_equal(n_after, n);
     for (size_t i = 0; i < n; i++) {
@@ -2418,7 +2420,7 @@ static void test_series_of_format_12_still_found(void **state)
     assert_int_equal(in_values + own_keys, 0);
     assert_int_equal(by_h128, n + 2);
     s2 = open_sub("h128");
-    assert_int_equal(fc_test_store_format(sub), 16);
+    assert_int_equal(fc_test_store_format(sub), 17);
     write_pods(s2, 0, 2, "h1"); /* the same pods again: the same series */
     assert_int_equal(cpu_of(s2, "h1", "pod=\"p1\""), 2 * GO_CPU_TOTAL);
     assert_int_equal(cpu_of(s2, "h1", "task=\"map\""), 4 * task_cpu("map"));
@@ -2634,7 +2636,7 @@ static void older_postings_answer(const char *name, const char *tenant, int64_t 
     assert_int_equal(pods_total(s2, tenant, -1), 180 * one);
     fc_store_close(s2);
     snprintf(sub, sizeof(sub), "%s/%s", dir, name);
-    assert_int_equal(fc_test_store_format(sub), 16);
+    assert_int_equal(fc_test_store_format(sub), 17);
 }
 
 /*
@@ -3463,7 +3465,7 @@ static void test_log_replays_what_was_not_flushed(void **state)
 }
 
 /* Node values in the store at dir/name (closed): how many, and how many are links. */
-static void count_nodes(const char *name, int *nodes, int *links, int *sums)
+static void count_nodes_packed(const char *name, int *nodes, int *links, int *sums, int *packed)
 {
     char sub[256];
     MDB_env *env;
@@ -3473,7 +3475,7 @@ static void count_nodes(const char *name, int *nodes, int *links, int *sums)
     MDB_val k, v;
 
     snprintf(sub, sizeof(sub), "%s/%s", dir, name);
-    *nodes = *links = *sums = 0;
+    *nodes = *links = *sums = *packed = 0;
     assert_int_equal(mdb_env_create(&env), 0);
     assert_int_equal(mdb_env_set_maxdbs(env, 32), 0);
     assert_int_equal(mdb_env_open(env, sub, MDB_RDONLY, 0644), 0);
@@ -3487,10 +3489,21 @@ static void count_nodes(const char *name, int *nodes, int *links, int *sums)
         *links += v.mv_size == 12 && memcmp(v.mv_data, "\xff\xff\xff\xff", 4) == 0;
         /* A sum (format 16): le32 0xfffffffe alone. */
         *sums += v.mv_size == 4 && memcmp(v.mv_data, "\xfe\xff\xff\xff", 4) == 0;
+        /* A packed 10^4 s window (format 17): key level 3, a marker (le32 0x20000000, slot, span).
+         */
+        *packed += ((const uint8_t *)k.mv_data)[k.mv_size - 9] == 3 && v.mv_size == 13 &&
+                   memcmp(v.mv_data, "\x00\x00\x00\x20", 4) == 0;
     }
     mdb_cursor_close(c);
     mdb_txn_abort(txn);
     mdb_env_close(env);
+}
+
+static void count_nodes(const char *name, int *nodes, int *links, int *sums)
+{
+    int packed;
+
+    count_nodes_packed(name, nodes, links, sums, &packed);
 }
 
 /* The sum of a timeline of 10 steps of step_s from BASE, and its bucket i. */
@@ -3749,6 +3762,208 @@ static void test_two_child_windows_are_sums(void **state)
 }
 
 /*
+ * The coarse windows' every form against a model: random writes of the
+ * go-1s-cpu profile (GO_CPU_TOTAL each, by hand) around six random points
+ * over 46 days, by three pods of one service, mixed with timed flushes, cap
+ * flushes (coarse windows left dirty), retention, compaction, bundling and
+ * packing, reopens, and crashes (a child that writes, cap-flushes and
+ * _exits: the log replays its writes); at random moments, ranges aligned to
+ * 100 s and timelines of 100 s to 10^6 s steps, for all series and for the
+ * service (its aggregate), must equal the count of profiles written in them
+ * (since the retention cutoff), with no window counted corrupt. Links, sums,
+ * packs and bundles all form here (written by review for sums, format 16).
+ */
+static uint64_t model_state;
+
+static uint64_t model_next(void)
+{
+    model_state ^= model_state << 13;
+    model_state ^= model_state >> 7;
+    model_state ^= model_state << 17;
+    return model_state;
+}
+
+static void model_pod(struct fc_batch *b)
+{
+    char pod[16];
+    snprintf(pod, sizeof(pod), "p%d", (int)(model_next() % 3));
+    fc_profile_set_label(b, &b->profiles[0], "pod", pod);
+}
+
+static void test_coarse_windows_against_a_model(void **state)
+{
+    /* FC_MODEL_SEEDS: more seeds (250 passed when it was written). */
+    uint64_t seeds = getenv("FC_MODEL_SEEDS") ? strtoull(getenv("FC_MODEL_SEEDS"), NULL, 10) : 12;
+
+    (void)state;
+    for (uint64_t seed = 1; seed <= seeds; seed++) {
+        char name[32];
+        struct fc_error err = {0};
+        struct fc_selector sel;
+        struct fc_store_query q = {0};
+        int64_t times[400];
+        int n = 0;
+        int64_t del_cut = BASE, comp_cut = BASE;
+        int64_t centers[6];
+        struct fc_store *s2;
+
+        model_state = seed * 0x9e3779b97f4a7c15ULL + 1;
+        snprintf(name, sizeof(name), "model%llu", (unsigned long long)seed);
+        s2 = open_unflushed(name);
+        assert_int_equal(
+            fc_selector_parse("process_cpu:cpu:nanoseconds:cpu:nanoseconds{}", &sel, &err), FC_OK);
+        q.tenant = "s";
+        q.selector = &sel;
+        for (int c = 0; c < 6; c++) {
+            centers[c] = BASE + (int64_t)(model_next() % 3000000);
+        }
+        for (int op = 0; op < 160; op++) {
+            int what = (int)(model_next() % 20);
+            if (what < 9 && n < 400 - 8) {
+                /* One profile, or (what 8) a pod's burst of eight 2,500 s apart: packs form. */
+                int64_t t;
+                uint64_t pod = model_next() % 3;
+                do {
+                    int64_t c = centers[model_next() % 6];
+                    int64_t spread = (int64_t[]){50, 500, 5000, 50000, 500000}[model_next() % 5];
+                    t = c + (int64_t)(model_next() % (uint64_t)spread);
+                } while (t < del_cut || t >= BASE + 4000000 - 8 * 2500);
+                for (int k = 0; k < (what == 8 ? 8 : 1); k++) {
+                    struct fc_batch *b = load("go-1s-cpu.pb.gz", 0, t + 2500 * k, "s");
+                    char name_of_pod[16];
+                    snprintf(name_of_pod, sizeof(name_of_pod), "p%d", (int)pod);
+                    fc_profile_set_label(b, &b->profiles[0], "pod", name_of_pod);
+                    assert_int_equal(fc_store_write(s2, &b, 1, &err), FC_OK);
+                    fc_batch_unref(b);
+                    times[n++] = t + 2500 * k;
+                }
+            } else if (what < 11) {
+                assert_int_equal(fc_store_flush(s2, &err), FC_OK);
+            } else if (what < 13) {
+                assert_int_equal(fc_store_flush_open(s2, &err), FC_OK);
+            } else if (what == 13) {
+                uint64_t deleted;
+                del_cut += (int64_t)(model_next() % 200000) / 100 * 100;
+                assert_int_equal(fc_store_delete_before(s2, del_cut, &deleted, &err), FC_OK);
+            } else if (what == 14) {
+                uint64_t deleted;
+                int64_t c = comp_cut + (int64_t)(model_next() % 400000) / 100 * 100;
+                comp_cut = c;
+                assert_int_equal(fc_store_compact_before(s2, c, &deleted, &err), FC_OK);
+            } else if (what == 15) {
+                uint64_t bundled;
+                assert_int_equal(fc_store_bundle_before(s2, BASE + 4000000, 0, &bundled, &err),
+                                 FC_OK);
+            } else if (what == 16) {
+                fc_store_close(s2);
+                s2 = open_unflushed(name);
+            } else if (what == 17) {
+                /* A crash after a cap flush: dirty keys left, log kept. */
+                pid_t pid;
+                int st;
+                fc_store_close(s2);
+                pid = fork();
+                if (pid == 0) {
+                    struct fc_store *c = open_unflushed(name);
+                    for (int k = 0; k < 3 && n < 400; k++) {
+                        int64_t t = centers[model_next() % 6] + (int64_t)(model_next() % 5000);
+                        struct fc_batch *b;
+                        if (t < del_cut) {
+                            continue;
+                        }
+                        b = load("go-1s-cpu.pb.gz", 0, t, "s");
+                        model_pod(b);
+                        fc_store_write(c, &b, 1, &err);
+                        fc_batch_unref(b);
+                        if (k == 1) {
+                            fc_store_flush_open(c, &err);
+                        }
+                    }
+                    _exit(0);
+                }
+                assert_true(waitpid(pid, &st, 0) == pid);
+                /* the child's writes: replayed from the log, the same random stream */
+                for (int k = 0; k < 3 && n < 400; k++) {
+                    int64_t t = centers[model_next() % 6] + (int64_t)(model_next() % 5000);
+                    if (t < del_cut) {
+                        continue;
+                    }
+                    times[n++] = t;
+                    (void)model_next(); /* the child's pod */
+                }
+                s2 = open_unflushed(name);
+            } else {
+                /* check */
+                for (int which = 0; which < 2; which++) {
+                    struct fc_selector sel2;
+                    assert_int_equal(
+                        fc_selector_parse(which ? "process_cpu:cpu:nanoseconds:cpu:nanoseconds{"
+                                                  "service_name=\"svc-0\"}"
+                                                : "process_cpu:cpu:nanoseconds:cpu:nanoseconds{}",
+                                          &sel2, &err),
+                        FC_OK);
+                    q.selector = &sel2;
+                    for (int r = 0; r < 6; r++) {
+                        int64_t a = BASE + (int64_t)(model_next() % 4000000) / 100 * 100;
+                        int64_t len = (int64_t[]){
+                            100, 1000, 10000, 100000, 1000000, 4000000}[model_next() % 6];
+                        int64_t b2 = a + (int64_t)(model_next() % (uint64_t)len) / 100 * 100 + 100;
+                        int64_t want = 0;
+                        for (int i = 0; i < n; i++) {
+                            want += times[i] >= del_cut && times[i] >= a && times[i] < b2;
+                        }
+                        if (range_total(s2, &q, a, b2) != want * GO_CPU_TOTAL) {
+                            fail_msg("which %d seed %llu op %d range [%lld,%lld): %lld want %lld",
+                                     which, (unsigned long long)seed, op, (long long)(a - BASE),
+                                     (long long)(b2 - BASE),
+                                     (long long)(range_total(s2, &q, a, b2) / GO_CPU_TOTAL),
+                                     (long long)want);
+                        }
+                    }
+                    for (int64_t step = 100; step <= 1000000; step *= 10) {
+                        int64_t buckets[50];
+                        int64_t want[50] = {0};
+                        q.from_ns = BASE * 1000000000LL;
+                        q.until_ns = (BASE + 50 * step) * 1000000000LL;
+                        assert_int_equal(
+                            fc_store_timeline(s2, &q, step * 1000000000LL, buckets, 50, &err),
+                            FC_OK);
+                        for (int i = 0; i < n; i++) {
+                            int64_t at = (times[i] - BASE) / step;
+                            if (times[i] >= del_cut && at < 50) {
+                                want[at] += GO_CPU_TOTAL;
+                            }
+                        }
+                        for (int i = 0; i < 50; i++) {
+                            if (buckets[i] != want[i]) {
+                                fail_msg("which %d seed %llu op %d timeline step %lld bucket %d: "
+                                         "%lld want %lld",
+                                         which, (unsigned long long)seed, op, (long long)step, i,
+                                         (long long)(buckets[i] / GO_CPU_TOTAL),
+                                         (long long)(want[i] / GO_CPU_TOTAL));
+                            }
+                        }
+                    }
+                    q.selector = &sel;
+                    fc_selector_release(&sel2);
+                }
+                if (fc_store_corrupt_windows(s2) != 0) {
+                    fail_msg("seed %llu op %d: %llu corrupt", (unsigned long long)seed, op,
+                             (unsigned long long)fc_store_corrupt_windows(s2));
+                }
+            }
+        }
+        fc_store_close(s2);
+        {
+            int nodes, links, sums, packed;
+            count_nodes_packed(name, &nodes, &links, &sums, &packed);
+            print_message("seed %llu: %d profiles, %d nodes, %d links, %d sums, %d packed\n",
+                          (unsigned long long)seed, n, nodes, links, sums, packed);
+        }
+        fc_selector_release(&sel);
+    }
+}
+/*
  * The id cache by itself: an id noted by a write transaction is found only
  * once that transaction committed (never after an abort); a cache of at
  * most 128 slots grows from 64 to 128, then, past 96 ids, is emptied and
@@ -3924,6 +4139,7 @@ int main(void)
         cmocka_unit_test(test_log_replays_what_was_not_flushed),
         cmocka_unit_test(test_single_child_windows_link),
         cmocka_unit_test(test_two_child_windows_are_sums),
+        cmocka_unit_test(test_coarse_windows_against_a_model),
         cmocka_unit_test(test_id_cache),
         cmocka_unit_test(test_span_entries_through_the_log),
     };

@@ -373,7 +373,8 @@ static void test_link_to_a_bundled_window(void **state)
 
 /*
  * A pass with a time budget stops after a transaction of 256 spans and goes
- * on at the next call: 300 spans of two 10 s windows and a 100 s window.
+ * on at the next call: 300 spans of two 10 s windows and a 100 s window,
+ * then the packs of the 10^4 s windows.
  */
 static void test_pass_in_steps(void **state)
 {
@@ -391,8 +392,12 @@ static void test_pass_in_steps(void **state)
     assert_int_equal(fc_store_bundle_before(s, BASE + 30000, 1, &n, &err), FC_EAGAIN);
     assert_int_equal(n, 256 * 3);
     assert_int_equal(total(s, CPU "{pod=\"p3\"}", BASE, BASE + 30000), want);
-    assert_int_equal(fc_store_bundle_before(s, BASE + 30000, 1, &n, &err), FC_OK);
+    assert_int_equal(fc_store_bundle_before(s, BASE + 30000, 1, &n, &err), FC_EAGAIN);
     assert_int_equal(n, 44 * 3);
+    assert_int_equal(total(s, CPU "{pod=\"p3\"}", BASE, BASE + 30000), want);
+    /* Then the packs: the three 10^4 s windows ended by the cutoff (format 17). */
+    assert_int_equal(fc_store_bundle_before(s, BASE + 30000, 1, &n, &err), FC_OK);
+    assert_int_equal(n, 3);
     assert_int_equal(total(s, CPU "{pod=\"p3\"}", BASE, BASE + 30000), want);
     assert_int_equal(total(s, CPU "{pod=\"p3\"}", BASE + 50, BASE + 60), 2);
     assert_int_equal(fc_store_bundle_before(s, BASE + 30000, 1, &n, &err), FC_OK);
@@ -524,7 +529,7 @@ static void test_compaction_in_steps(void **state)
     }
     assert_int_equal(fc_store_flush(s, &err), FC_OK);
     assert_int_equal(fc_store_bundle_before(s, BASE + 30000, 0, &n, &err), FC_OK);
-    assert_int_equal(n, 300 * 3);
+    assert_int_equal(n, 300 * 3 + 3); /* and the three 10^4 s windows packed */
     assert_int_equal(fc_store_compact_before(s, BASE + 15000, &n, &err), FC_OK);
     assert_int_equal(total(s, CPU "{pod=\"q\"}", BASE, BASE + 30000), want_all);
     assert_int_equal(total(s, CPU "{pod=\"q\"}", BASE, BASE + 15000), want_first);
@@ -546,7 +551,7 @@ static void test_compaction_in_steps(void **state)
     assert_int_equal(fc_store_corrupt_windows(s), 0);
     fc_store_close(s);
     assert_int_equal(lone_parents_in("compactsteps"), 300 + 1);
-    assert_int_equal(entries_in("compactsteps", "bundle"), 300 + 1);
+    assert_int_equal(entries_in("compactsteps", "bundle"), 300 + 1 + 1); /* and the pack */
 }
 
 /*
@@ -1585,21 +1590,9 @@ static bool contains(const uint8_t *hay, size_t len, const uint8_t *needle, size
     return false;
 }
 
-/*
- * The raw contents (its zstd frame decompressed) of the stored, not bundled
- * window (base, level, start) of the closed store at name, read from the
- * layout in docs/internals/store.md: key tenant 0 be32(base) u8(level)
- * be64(start); value le32 header length (its top three bits flags) | header
- * | one zstd frame. Caller frees.
- */
-static uint8_t *window_raw(const char *name, uint32_t base, int level, int64_t start, size_t *len)
+/* Node key of (base, level, start) in tenant "anonymous": tenant 0 be32 u8 be64. Its length. */
+static size_t node_key_bytes(uint8_t key[32], uint32_t base, int level, int64_t start)
 {
-    MDB_env *env;
-    MDB_txn *txn;
-    MDB_dbi db;
-    MDB_val kv, v;
-    uint8_t key[32], *raw;
-    uint32_t hl;
     size_t n = sizeof("anonymous");
 
     memcpy(key, "anonymous", n);
@@ -1610,21 +1603,58 @@ static uint8_t *window_raw(const char *name, uint32_t base, int level, int64_t s
     for (int i = 0; i < 8; i++) {
         key[n + 5 + i] = (uint8_t)((uint64_t)start >> (56 - 8 * i));
     }
-    kv = (MDB_val){n + 13, key};
+    return n + 13;
+}
+
+/*
+ * The node value of window (base, level, start) in the closed store at
+ * name, copied into out; false when there is none.
+ */
+static bool node_value_of(const char *name, uint32_t base, int level, int64_t start,
+                          struct fc_buf *out)
+{
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi db;
+    MDB_val kv, v;
+    uint8_t key[32];
+    bool found;
+
+    kv = (MDB_val){node_key_bytes(key, base, level, start), key};
     assert_true(lmdb_open(name, "node", MDB_RDONLY, &env, &txn, &db));
-    assert_int_equal(mdb_get(txn, db, &kv, &v), 0);
-    memcpy(&hl, v.mv_data, 4);
-    assert_int_equal(hl & 0x40000000u, 0); /* not a bundled window */
-    hl &= 0x1fffffffu;
-    assert_true(4 + (size_t)hl < v.mv_size);
-    *len =
-        (size_t)ZSTD_getFrameContentSize((const uint8_t *)v.mv_data + 4 + hl, v.mv_size - 4 - hl);
-    assert_true(*len > 0 && *len < (64u << 20));
-    raw = malloc(*len);
-    assert_int_equal(
-        ZSTD_decompress(raw, *len, (const uint8_t *)v.mv_data + 4 + hl, v.mv_size - 4 - hl), *len);
+    fc_buf_reset(out);
+    found = mdb_get(txn, db, &kv, &v) == 0;
+    if (found) {
+        fc_buf_append(out, v.mv_data, v.mv_size);
+    }
     mdb_txn_abort(txn);
     mdb_env_close(env);
+    return found;
+}
+
+/*
+ * The raw contents (its zstd frame decompressed) of the stored, not bundled
+ * window (base, level, start) of the closed store at name, read from the
+ * layout in docs/internals/store.md: value le32 header length (its top
+ * three bits flags) | header | one zstd frame. Caller frees.
+ */
+static uint8_t *window_raw(const char *name, uint32_t base, int level, int64_t start, size_t *len)
+{
+    struct fc_buf v;
+    uint8_t *raw;
+    uint32_t hl;
+
+    fc_buf_init(&v, 0);
+    assert_true(node_value_of(name, base, level, start, &v));
+    memcpy(&hl, v.data, 4);
+    assert_int_equal(hl & 0x40000000u, 0); /* not a bundled window */
+    hl &= 0x1fffffffu;
+    assert_true(4 + (size_t)hl < v.len);
+    *len = (size_t)ZSTD_getFrameContentSize(v.data + 4 + hl, v.len - 4 - hl);
+    assert_true(*len > 0 && *len < (64u << 20));
+    raw = malloc(*len);
+    assert_int_equal(ZSTD_decompress(raw, *len, v.data + 4 + hl, v.len - 4 - hl), *len);
+    fc_buf_release(&v);
     return raw;
 }
 
@@ -1750,6 +1780,189 @@ static void test_dictionary_samples_other_pods(void **state)
     }
 }
 
+/* Whether window (base, 3, start) of the closed store at name is a marker of slot in pack span. */
+static bool packed_as(const char *name, uint32_t base, int64_t start, int slot, int64_t span)
+{
+    struct fc_buf v;
+    bool is;
+    uint32_t flags = 0;
+
+    fc_buf_init(&v, 0);
+    /* A marker: le32 0x20000000, u8 slot, be64 span (docs/internals/store.md, Bundles). */
+    is = node_value_of(name, base, 3, start, &v) && v.len == 13;
+    if (is) {
+        memcpy(&flags, v.data, 4);
+        is = flags == 0x20000000u && v.data[4] == slot;
+        for (int i = 0; is && i < 8; i++) {
+            is = v.data[5 + i] == (uint8_t)((uint64_t)span >> (56 - 8 * i));
+        }
+    }
+    fc_buf_release(&v);
+    return is;
+}
+
+/* Swaps the node values of windows (base, level, a) and (base, level, b) of the closed store. */
+static void swap_windows(const char *name, uint32_t base, int level, int64_t a, int64_t b)
+{
+    struct fc_buf va, vb;
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi db;
+    uint8_t ka[32], kb[32];
+    size_t n;
+
+    fc_buf_init(&va, 0);
+    fc_buf_init(&vb, 0);
+    assert_true(node_value_of(name, base, level, a, &va));
+    assert_true(node_value_of(name, base, level, b, &vb));
+    n = node_key_bytes(ka, base, level, a);
+    node_key_bytes(kb, base, level, b);
+    assert_true(lmdb_open(name, "node", 0, &env, &txn, &db));
+    assert_int_equal(mdb_put(txn, db, &(MDB_val){n, ka}, &(MDB_val){vb.len, vb.data}, 0), 0);
+    assert_int_equal(mdb_put(txn, db, &(MDB_val){n, kb}, &(MDB_val){va.len, va.data}, 0), 0);
+    assert_int_equal(mdb_txn_commit(txn), 0);
+    mdb_env_close(env);
+    fc_buf_release(&va);
+    fc_buf_release(&vb);
+}
+
+/* Whether the closed store at name has a bundle (or pack) key (base, span). */
+static bool has_bundle(const char *name, uint32_t base, int64_t span)
+{
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi db;
+    MDB_val v;
+    uint8_t key[32];
+    size_t n = sizeof("anonymous");
+    bool found;
+
+    memcpy(key, "anonymous", n);
+    for (int i = 0; i < 4; i++) {
+        key[n + i] = (uint8_t)(base >> (24 - 8 * i));
+    }
+    for (int i = 0; i < 8; i++) {
+        key[n + 4 + i] = (uint8_t)((uint64_t)span >> (56 - 8 * i));
+    }
+    assert_true(lmdb_open(name, "bundle", MDB_RDONLY, &env, &txn, &db));
+    found = mdb_get(txn, db, &(MDB_val){n + 12, key}, &v) == 0;
+    mdb_txn_abort(txn);
+    mdb_env_close(env);
+    return found;
+}
+
+/* Pod k's cpu by hand over [lo, hi): 1 + j at BASE + 1000 j + 3, j < 30, plus extra at extra_at. */
+static int64_t want_k(int64_t lo, int64_t hi, int64_t extra_at, int64_t extra)
+{
+    int64_t sum = extra_at >= lo && extra_at < hi ? extra : 0;
+
+    for (int j = 0; j < 30; j++) {
+        int64_t t = BASE + 1000 * j + 3;
+        sum += t >= lo && t < hi ? 1 + j : 0;
+    }
+    return sum;
+}
+
+static void assert_k(struct fc_store *s, int64_t extra_at, int64_t extra)
+{
+    static const int64_t k_ranges[][2] = {{0, 30000},     {0, 10000},        {10000, 20000},
+                                          {20000, 30000}, {0, 100000},       {9000, 21000},
+                                          {15000, 15100}, {-100000, 1000000}};
+    struct fc_selector sel;
+    struct fc_store_query q = {0};
+    struct fc_error err = {0};
+    int64_t buckets[3];
+
+    for (size_t r = 0; r < sizeof(k_ranges) / sizeof(k_ranges[0]); r++) {
+        int64_t lo = BASE + k_ranges[r][0], hi = BASE + k_ranges[r][1];
+        assert_int_equal(total(s, CPU "{pod=\"k\"}", lo, hi), want_k(lo, hi, extra_at, extra));
+    }
+    assert_int_equal(fc_selector_parse(CPU "{pod=\"k\"}", &sel, &err), FC_OK);
+    q.tenant = "anonymous";
+    q.selector = &sel;
+    q.from_ns = BASE * 1000000000LL;
+    q.until_ns = (BASE + 30000) * 1000000000LL;
+    assert_int_equal(fc_store_timeline(s, &q, 10000 * 1000000000LL, buckets, 3, &err), FC_OK);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(buckets[i],
+                         want_k(BASE + 10000 * i, BASE + 10000 * (i + 1), extra_at, extra));
+    }
+    fc_selector_release(&sel);
+}
+
+/*
+ * Packs (format 17): pod k writes cpu 1 + j at BASE + 1000 j + 3, j < 30
+ * (a profile in every 1000 s window, so each 10^4 s window merges ten); a
+ * pass to BASE + 30000 packs the three 10^4 s windows of the 10^5 s span
+ * BASE: their markers name slots 0, 1, 2 and span BASE + 1, the pack's key.
+ * Every answer by hand through the pack, a late write into window 1 (stored
+ * whole, then packed again by the next pass), compaction (which leaves
+ * packs), a reopen, markers swapped by hand (each names the other's slot:
+ * refused and counted, never the neighbour's data), and retention (the pack
+ * stays while one of its windows does, and goes with the last).
+ */
+static void test_closed_10000s_windows_packed(void **state)
+{
+    struct fc_store *s = fc_test_store_open(dir, "packs");
+    struct fc_error err = {0};
+    uint64_t n = 0;
+    uint32_t k;
+
+    (void)state;
+    for (int j = 0; j < 30; j++) {
+        write1(s, profile("k", BASE + 1000 * j + 3, "work", 1 + j));
+    }
+    assert_int_equal(fc_store_flush(s, &err), FC_OK);
+    assert_int_equal(fc_store_bundle_before(s, BASE + 30000, 0, &n, &err), FC_OK);
+    assert_int_equal(n, 30 * 2 + 3); /* each span's 10 s and 100 s window, then the three */
+    assert_k(s, 0, 0);
+    fc_store_close(s);
+    assert_int_not_equal(k = base_of_pod("packs", "k"), 0);
+    for (int i = 0; i < 3; i++) {
+        assert_true(packed_as("packs", k, BASE + 10000 * i, i, BASE + 1));
+    }
+    assert_true(has_bundle("packs", k, BASE + 1));
+
+    s = fc_test_store_open(dir, "packs");
+    write1(s, profile("k", BASE + 15003, "work", 1000));
+    assert_int_equal(fc_store_flush(s, &err), FC_OK);
+    assert_k(s, BASE + 15003, 1000);
+    fc_store_close(s);
+    assert_false(packed_as("packs", k, BASE + 10000, 1, BASE + 1)); /* stored whole again */
+    s = fc_test_store_open(dir, "packs");
+    assert_int_equal(fc_store_bundle_before(s, BASE + 30000, 0, &n, &err), FC_OK);
+    assert_k(s, BASE + 15003, 1000);
+    assert_int_equal(fc_store_compact_before(s, BASE + 30000, &n, &err), FC_OK);
+    assert_k(s, BASE + 15003, 1000);
+    assert_int_equal(fc_store_corrupt_windows(s), 0);
+    fc_store_close(s);
+    for (int i = 0; i < 3; i++) {
+        assert_true(packed_as("packs", k, BASE + 10000 * i, i, BASE + 1)); /* packed again */
+    }
+
+    swap_windows("packs", k, 3, BASE + 10000, BASE + 20000);
+    s = fc_test_store_open(dir, "packs");
+    assert_int_equal(total(s, CPU "{pod=\"k\"}", BASE + 10000, BASE + 30000), 0);
+    assert_true(fc_store_corrupt_windows(s) > 0);
+    fc_store_close(s);
+    swap_windows("packs", k, 3, BASE + 10000, BASE + 20000);
+
+    s = fc_test_store_open(dir, "packs");
+    assert_int_equal(fc_store_delete_before(s, BASE + 20000, &n, &err), FC_OK);
+    assert_int_equal(total(s, CPU "{pod=\"k\"}", BASE + 20000, BASE + 30000),
+                     want_k(BASE + 20000, BASE + 30000, 0, 0));
+    assert_int_equal(total(s, CPU "{pod=\"k\"}", BASE, BASE + 100000),
+                     want_k(BASE + 20000, BASE + 30000, 0, 0));
+    fc_store_close(s);
+    assert_true(has_bundle("packs", k, BASE + 1));
+    s = fc_test_store_open(dir, "packs");
+    assert_int_equal(fc_store_delete_before(s, BASE + 100000, &n, &err), FC_OK);
+    assert_int_equal(total(s, CPU "{pod=\"k\"}", BASE, BASE + 1000000), 0);
+    assert_int_equal(fc_store_corrupt_windows(s), 0);
+    fc_store_close(s);
+    assert_false(has_bundle("packs", k, BASE + 1));
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -1787,6 +2000,7 @@ int main(void)
         cmocka_unit_test(test_dictionaries_go_with_their_day),
         cmocka_unit_test(test_second_pod_compresses_against_the_first),
         cmocka_unit_test(test_dictionary_samples_other_pods),
+        cmocka_unit_test(test_closed_10000s_windows_packed),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -474,7 +474,7 @@ static void test_format_4_gets_its_aggregates(void **state)
     }
     fc_store_close(s);
     /* Marked format 8 at open. */
-    assert_int_equal(fc_test_store_format(sub), 16);
+    assert_int_equal(fc_test_store_format(sub), 17);
 }
 
 /*
