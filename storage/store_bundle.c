@@ -1237,6 +1237,12 @@ static int walk_txn(struct fc_store *s, const struct pass_kind *kind, int64_t lo
             g = mdb_cursor_get(c, &kv, &v, MDB_NEXT);
             continue;
         }
+        if (l == level && start < 0) {
+            /* A damaged key (nothing writes one): it sorts after the base's windows. */
+            g = b == UINT32_MAX ? mdb_cursor_get(c, &kv, &v, MDB_NEXT)
+                                : seek(c, t, b + 1, level, lo, &kv, &v);
+            continue;
+        }
         if (l < level || (l == level && start < lo)) {
             g = seek(c, t, b, level, lo, &kv, &v);
             continue;
@@ -1303,22 +1309,24 @@ int fc_store_bundle_before(struct fc_store *s, int64_t cutoff_s, int64_t budget_
         bp->from = bp->seen > coarse ? bp->seen : coarse; /* no 10 s windows left before it */
         bp->from = bp->from > 0 ? bp->from : 0; /* windows before 1970 are left as they are */
         bp->cutoff = span_of(cutoff_s);
-        if (bp->cutoff <= bp->from) {
+        /*
+         * Then packs: the 10^5 s spans of every 10^4 s window that ended
+         * since the watermark (seen: 0 after an open, lowered by a rebuild
+         * of a packed window, in the compacted past too) by the cutoff.
+         */
+        bp->pack_lo = pack_span_of(bp->seen - fc_store_level_secs[FC_STORE_PACK_LEVEL]);
+        bp->pack_lo = bp->pack_lo > 0 ? bp->pack_lo : 0; /* before 1970: left as they are */
+        if (bp->cutoff <= bp->from &&
+            bp->pack_lo > bp->cutoff - fc_store_level_secs[FC_STORE_PACK_LEVEL]) {
             return FC_OK;
         }
         bp->tenant[0] = '\0';
         bp->base = 0;
-        bp->at = bp->from;
-        bp->packing = false;
+        bp->at = bp->cutoff <= bp->from ? bp->pack_lo : bp->from;
+        bp->packing = bp->cutoff <= bp->from; /* no 100 s span to bundle */
         bp->resuming = true;
     }
     while (rc == 0 && !done) {
-        /*
-         * Then packs: the 10^5 s spans of every 10^4 s window that ended
-         * since the pass's watermark (from) by its cutoff.
-         */
-        int64_t pack_lo = pack_span_of(bp->from - fc_store_level_secs[FC_STORE_PACK_LEVEL]);
-        pack_lo = pack_lo > 0 ? pack_lo : 0; /* windows before 1970 are left as they are */
         if (!bp->packing) {
             rc = walk_txn(s, &bundling, bp->from, bp->cutoff, bp->tenant, sizeof(bp->tenant),
                           &bp->base, &bp->at, &done, bundled);
@@ -1327,10 +1335,10 @@ int fc_store_bundle_before(struct fc_store *s, int64_t cutoff_s, int64_t budget_
                 bp->packing = true;
                 bp->tenant[0] = '\0';
                 bp->base = 0;
-                bp->at = pack_lo;
+                bp->at = bp->pack_lo;
             }
         } else {
-            rc = walk_txn(s, &packing, pack_lo, bp->cutoff, bp->tenant, sizeof(bp->tenant),
+            rc = walk_txn(s, &packing, bp->pack_lo, bp->cutoff, bp->tenant, sizeof(bp->tenant),
                           &bp->base, &bp->at, &done, bundled);
         }
         if (rc == 0 && !done && budget_ns > 0 && fc_now_mono_ns() - t0 >= budget_ns) {

@@ -120,10 +120,13 @@ static int rebuild(struct fc_store *s, MDB_txn *txn, const char *tenant, uint32_
             fc_store_parts_release(&ps);
             return fc_errorf(err, FC_EIO, "store: flush: cannot encode a window");
         }
+        /* A packed 10^4 s window stored whole: its span gets packed again (format 17). */
+        bool was_packed = level == FC_STORE_PACK_LEVEL &&
+                          mdb_get(txn, s->db[DB_NODE], &kv, &v) == 0 && fc_store_bundled_marker(&v);
         v = val(enc.data, enc.len);
         rc = mdb_put(txn, s->db[DB_NODE], &kv, &v, 0);
         fc_buf_release(&enc);
-        if (level == 1) {
+        if (level == 1 || was_packed) {
             fc_store_bundle_again(s, start); /* stored whole: its span gets bundled again */
         }
     }

@@ -139,6 +139,7 @@ struct bundle_pass {
     bool resuming;
     bool packing;               /* past the 100 s spans: packing coarse windows (format 17) */
     int64_t seen, from, cutoff; /* the watermark it began from, its range of spans */
+    int64_t pack_lo;            /* the first 10^5 s span it packs */
     char tenant[256];           /* the next key: (tenant, base, 0 or FC_STORE_PACK_LEVEL, at) */
     uint32_t base;
     int64_t at;
