@@ -313,16 +313,22 @@ static void test_whole_service_is_the_sum_of_its_series(void **state)
     assert_int_equal(query(s, API, BASE, BASE + 3600).total, 7703 + 550);
     assert_int_equal(query(s, API, BASE + 10, BASE + 20).total, 3303 + 550);
     assert_int_equal(timeline_sum(s, API, BASE, BASE + 3600), 8253);
+    /*
+     * A third 100 s window under the aggregate's first 1000 s window (p3 at
+     * BASE + 500: cpu 60 + 600, samples 1 + 2), so that window is a merge,
+     * not a sum of two read through them (format 16), and must be rebuilt.
+     */
+    write1(s, profile("api", "p3", BASE + 500, 60, 600, NULL));
     /* Retention: windows ending by BASE + 100 go, p3's and p1's later ones stay. */
     assert_int_equal(fc_store_delete_before(s, BASE + 100, &deleted, &err), FC_OK);
     fc_store_close(s);
     s = open_store("sum");
-    assert_int_equal(query(s, API, BASE, BASE + 3600).total, 4400);
-    assert_int_equal(query(s, API, BASE, BASE + 10000).total, 4400 + 8800);
-    assert_int_equal(query(s, SAMPLES "{service_name=\"api\"}", BASE, BASE + 10000).total, 6);
+    assert_int_equal(query(s, API, BASE, BASE + 3600).total, 4400 + 660);
+    assert_int_equal(query(s, API, BASE, BASE + 10000).total, 4400 + 660 + 8800);
+    assert_int_equal(query(s, SAMPLES "{service_name=\"api\"}", BASE, BASE + 10000).total, 9);
     assert_int_equal(query(s, CPU "{service_name=\"api\",pod=\"p1\"}", BASE, BASE + 10000).total,
                      8800);
-    assert_int_equal(timeline_sum(s, API, BASE, BASE + 3600), 4400);
+    assert_int_equal(timeline_sum(s, API, BASE, BASE + 3600), 4400 + 660);
     fc_store_close(s);
 }
 
