@@ -127,6 +127,12 @@ struct open_windows {
     int fd;
     uint64_t generation;
     _Atomic int64_t log_bytes;
+    /*
+     * The file's size: written bytes (old records, zeros) past log_bytes
+     * that the next records overwrite, so that a sync finds its blocks
+     * allocated and the size unchanged (no inode to write, store_open.c).
+     */
+    int64_t file_bytes;
     bool sync;
     _Atomic uint64_t torn; /* records found damaged at replay (skipped) */
 };

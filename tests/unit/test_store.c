@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
@@ -3431,8 +3432,10 @@ static void test_log_replays_what_was_not_flushed(void **state)
     snprintf(cmd, sizeof(cmd), "cp -r %s/logged %s/logged-crash && test -s %s/logged-crash/wal",
              dir, dir, dir);
     assert_int_equal(system(cmd), 0);
+    /* The file runs past the records (zeros it keeps for the next): cut the last record. */
     snprintf(cmd, sizeof(cmd),
-             "cp -r %s/logged %s/logged-torn && truncate -s -7 %s/logged-torn/wal", dir, dir, dir);
+             "cp -r %s/logged %s/logged-torn && truncate -s %lld %s/logged-torn/wal", dir, dir,
+             (long long)fc_store_log_bytes(s) - 7, dir);
     assert_int_equal(system(cmd), 0);
 
     /* Flushed: the log is emptied, the answers stay. */
@@ -3460,6 +3463,90 @@ static void test_log_replays_what_was_not_flushed(void **state)
     assert_int_equal(range_total(s, &q, BASE, BASE + 100), 4 * GO_CPU_TOTAL);
     assert_int_equal(range_total(s, &q, BASE + 40, BASE + 50), 0);
     assert_int_equal(fc_store_log_damaged(s), 1);
+    fc_store_close(s);
+    fc_selector_release(&sel);
+}
+
+static long long file_size(const char *name)
+{
+    char path[512];
+    struct stat st;
+
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    assert_int_equal(stat(path, &st), 0);
+    return (long long)st.st_size;
+}
+
+/*
+ * The log keeps its file: a flush leaves its size (the next records
+ * overwrite the old generation's), and a record that runs past the end
+ * grows it by zeros first. Crash images (the directory copied while open)
+ * answer exactly what was written, by hand: the flushed profiles once, the
+ * new records over the old ones without the old ones, and every record of a
+ * log that grew its file three times while records were being appended.
+ */
+static void test_log_keeps_its_file(void **state)
+{
+    struct fc_store *s = open_unflushed("kept");
+    struct fc_error err = {0};
+    struct fc_selector sel;
+    struct fc_store_query q = {0};
+    long long size, first_log;
+    int n = 0;
+    char cmd[1024];
+
+    (void)state;
+    assert_int_equal(fc_selector_parse("process_cpu:cpu:nanoseconds:cpu:nanoseconds{}", &sel, &err),
+                     FC_OK);
+    q.tenant = "k";
+    q.selector = &sel;
+    for (int i = 0; i < 5; i++) {
+        struct fc_batch *b = load("go-1s-cpu.pb.gz", 0, BASE + i * 10, "k");
+        assert_int_equal(fc_store_write(s, &b, 1, &err), FC_OK);
+        fc_batch_unref(b);
+    }
+    first_log = fc_store_log_bytes(s);
+    size = file_size("kept/wal");
+    assert_true(size >= first_log);
+    assert_int_equal(fc_store_flush(s, &err), FC_OK);
+    assert_int_equal(fc_store_log_bytes(s), 0);
+    assert_int_equal(file_size("kept/wal"), size); /* kept, not truncated */
+
+    /* Two records over the first generation's five: a crash image has the 5 + 2. */
+    for (int i = 0; i < 2; i++) {
+        struct fc_batch *b = load("go-1s-cpu.pb.gz", 0, BASE + 100 + i * 10, "k");
+        assert_int_equal(fc_store_write(s, &b, 1, &err), FC_OK);
+        fc_batch_unref(b);
+    }
+    assert_true(fc_store_log_bytes(s) < first_log);
+    assert_int_equal(file_size("kept/wal"), size);
+    snprintf(cmd, sizeof(cmd), "cp -r %s/kept %s/kept-crash", dir, dir);
+    assert_int_equal(system(cmd), 0);
+    {
+        struct fc_store *c = open_unflushed("kept-crash");
+        assert_int_equal(range_total(c, &q, BASE, BASE + 1000), 7 * GO_CPU_TOTAL);
+        assert_int_equal(range_total(c, &q, BASE + 100, BASE + 1000), 2 * GO_CPU_TOTAL);
+        assert_int_equal(fc_store_log_damaged(c), 0);
+        fc_store_close(c);
+    }
+
+    /* Appends past three growths of the file (4 MiB each), then a crash image. */
+    while (fc_store_log_bytes(s) <= 3 * size + size / 2) {
+        struct fc_batch *b = load("go-1s-cpu.pb.gz", 0, BASE + 1000 + (n % 50) * 10, "k");
+        assert_int_equal(fc_store_write(s, &b, 1, &err), FC_OK);
+        fc_batch_unref(b);
+        n++;
+    }
+    assert_true(file_size("kept/wal") >= fc_store_log_bytes(s));
+    snprintf(cmd, sizeof(cmd), "cp -r %s/kept %s/kept-grown", dir, dir);
+    assert_int_equal(system(cmd), 0);
+    {
+        struct fc_store *c = open_unflushed("kept-grown");
+        assert_int_equal(range_total(c, &q, BASE + 1000, BASE + 2000), n * GO_CPU_TOTAL);
+        assert_int_equal(range_total(c, &q, BASE, BASE + 1000), 7 * GO_CPU_TOTAL);
+        assert_int_equal(fc_store_log_damaged(c), 0);
+        fc_store_close(c);
+    }
     fc_store_close(s);
     fc_selector_release(&sel);
 }
@@ -4137,6 +4224,7 @@ int main(void)
         cmocka_unit_test(test_second_open_is_refused),
         cmocka_unit_test(test_dirty_windows_exact_before_and_after_flush),
         cmocka_unit_test(test_log_replays_what_was_not_flushed),
+        cmocka_unit_test(test_log_keeps_its_file),
         cmocka_unit_test(test_single_child_windows_link),
         cmocka_unit_test(test_two_child_windows_are_sums),
         cmocka_unit_test(test_coarse_windows_against_a_model),
