@@ -188,12 +188,14 @@ const struct open_window *fc_store_open_first_span(struct fc_store *s, const cha
 /* ---- the log ------------------------------------------------------------------------------- */
 
 /*
- * The log keeps its file between flushes, up to twice the open windows' cap
- * (a flush comes by then, or at eight times it: store_write.c), so that
- * appends overwrite allocated blocks within the file's size: fdatasync then
- * writes the record's pages only, where an append past the end also wrote
- * the inode and the allocation's metadata (a third of the sync's CPU
- * measured on ext4, and a journal commit where there is a journal).
+ * The log keeps its file across flushes (cut back to twice the open
+ * windows' cap, at least LOG_GROW; between flushes it is as long as the log
+ * was, which a write flushes past eight times the cap: store_write.c), so
+ * that appends overwrite allocated blocks within the file's size:
+ * fdatasync then writes the record's pages only, where an append past the
+ * end also wrote the inode and the allocation's metadata (about half of the
+ * sync's CPU measured on ext4 without a journal; a journal commit where
+ * there is one).
  */
 static int64_t log_keep(const struct open_windows *o)
 {
@@ -206,8 +208,9 @@ static int64_t log_keep(const struct open_windows *o)
  * disk), the file is cut back to where it was and the record's own write
  * decides.
  */
-static void log_grow(struct open_windows *o, int64_t need)
+static void log_grow(struct fc_store *s, int64_t need)
 {
+    struct open_windows *o = &s->open;
     static const uint8_t zeros[1 << 16];
     int64_t to = (need + LOG_GROW - 1) / LOG_GROW * LOG_GROW;
 
@@ -216,7 +219,8 @@ static void log_grow(struct open_windows *o, int64_t need)
         ssize_t put = pwrite(o->fd, zeros, n, (off_t)at);
         if (put <= 0) {
             if (ftruncate(o->fd, (off_t)o->file_bytes) != 0) {
-                fc_log_warn("store", "wal: cannot cut back its zeros: %s", strerror(errno));
+                fc_log_warn("store", "%s/wal: cannot cut back its zeros: %s", s->path,
+                            strerror(errno));
             }
             return;
         }
@@ -332,9 +336,9 @@ static size_t replay(struct fc_store *s, const uint8_t *data, size_t len, uint64
             atomic_fetch_add(&s->open.torn, 1);
             fc_log_warn("store",
                         "%s/wal: a damaged record at byte %zu (a write cut short by a crash) "
-                        "was skipped with the %zu bytes after it; counted in "
+                        "was skipped with whatever follows it; counted in "
                         "flamecol_store_log_damaged_total",
-                        s->path, at, len - at);
+                        s->path, at);
             break;
         }
         replay_payload(&s->open, h + LOG_HEADER, plen, true);
@@ -395,13 +399,15 @@ int fc_store_open_start(struct fc_store *s, const struct fc_store_options *o, st
         live = replay(s, data, (size_t)st.st_size, &records);
         munmap(data, (size_t)st.st_size);
         /*
-         * Whatever follows the live records is dead: new records overwrite
-         * it (replay stops at the first record not of the live generation).
-         * Past the reserve it is given back.
+         * Whatever follows the live records is cut off: it may be of the
+         * live generation (a damaged record, records after it) when nothing
+         * was replayed and so no flush starts a new one, and a later start
+         * must neither count it again nor replay what follows it once new
+         * records fill the gap (review). The next record grows the file again.
          */
         ow->file_bytes = st.st_size;
-        if (ow->file_bytes > log_keep(ow) && ow->file_bytes > (int64_t)live) {
-            ow->file_bytes = (int64_t)live > log_keep(ow) ? (int64_t)live : log_keep(ow);
+        if (ow->file_bytes > (int64_t)live) {
+            ow->file_bytes = (int64_t)live;
             if (ftruncate(ow->fd, (off_t)ow->file_bytes) != 0) {
                 return fc_errorf(err, FC_EIO, "store: cannot truncate %s: %s", file,
                                  strerror(errno));
@@ -457,7 +463,7 @@ int fc_store_open_add(struct fc_store *s, const struct windows *ws, struct fc_er
     fc_buf_init(&rec, 0);
     encode_record(ws, o->generation, &rec);
     if (at + (int64_t)rec.len > o->file_bytes) {
-        log_grow(o, at + (int64_t)rec.len);
+        log_grow(s, at + (int64_t)rec.len);
     }
     put = pwrite(o->fd, rec.data, rec.len, (off_t)at);
     if (put != (ssize_t)rec.len) {

@@ -206,6 +206,22 @@ static void new_markers(const struct iovec *iov, int iovcnt, size_t len, char *o
     }
 }
 
+/* Whether the first len bytes of the buffers are all zeros (the log growing its file). */
+static int all_zeros(const struct iovec *iov, int iovcnt, size_t len)
+{
+    for (int i = 0; i < iovcnt && len > 0; i++) {
+        size_t n = iov[i].iov_len < len ? iov[i].iov_len : len;
+        const unsigned char *p = iov[i].iov_base;
+        for (size_t j = 0; j < n; j++) {
+            if (p[j] != 0) {
+                return 0;
+            }
+        }
+        len -= n;
+    }
+    return 1;
+}
+
 static void trace_write(enum kind k, int fd, const struct iovec *iov, int iovcnt, ssize_t rc,
                         unsigned long b, unsigned long e)
 {
@@ -216,8 +232,9 @@ static void trace_write(enum kind k, int fd, const struct iovec *iov, int iovcnt
         char ids[IDS_MAX];
         int fl = fcntl(fd, F_GETFL);
         new_markers(iov, iovcnt, (size_t)rc, ids, sizeof(ids));
-        emit("%lu %lu W %s %d %d %zd %s\n", b, e, kind_name(k), fd,
-             fl >= 0 && (fl & (O_DSYNC | O_SYNC)) != 0, rc, ids);
+        emit("%lu %lu W %s %d %d %zd %s %d\n", b, e, kind_name(k), fd,
+             fl >= 0 && (fl & (O_DSYNC | O_SYNC)) != 0, rc, ids,
+             k == WAL && all_zeros(iov, iovcnt, (size_t)rc));
     }
 }
 

@@ -131,7 +131,8 @@ def read_trace(path):
                 if ev["kind"] == "W":
                     ev.update(file=parts[3], fd=int(parts[4]), dsync=parts[5] == "1",
                               bytes=int(parts[6]),
-                              ids=[] if parts[7] == "-" else parts[7].split(","))
+                              ids=[] if parts[7] == "-" else parts[7].split(","),
+                              zeros=parts[8] == "1")
                     assert "overflow" not in ev["ids"], line
                     ev["ids"] = [int(x) for x in ev["ids"]]
                 elif ev["kind"] == "S":
@@ -164,7 +165,9 @@ def durability_violations(events):
                 written.setdefault(i, ev)
     syncs = [ev for ev in events if ev["kind"] in ("S", "M") and ev["file"] == "data"]
     data_writes = [ev for ev in events if ev["kind"] == "W" and ev["file"] == "data"]
-    wal_writes = [ev for ev in events if ev["kind"] == "W" and ev["file"] == "wal"]
+    # Not the zeros the log grows its file by (store_open.c): a record's own write.
+    wal_writes = [ev for ev in events if ev["kind"] == "W" and ev["file"] == "wal" and
+                  not ev["zeros"]]
     wal_syncs = [ev for ev in events if ev["kind"] == "S" and ev["file"] == "wal"]
     reads = {}
     for ev in events:

@@ -3548,6 +3548,49 @@ static void test_log_keeps_its_file(void **state)
         fc_store_close(c);
     }
     fc_store_close(s);
+
+    /*
+     * What a start finds past the live records is cut off (review): a
+     * damaged first record is counted once, not at every start; and with
+     * the first of two records lost (zeros, as a power loss under `sync:
+     * none` may leave), the second, skipped at the start, is not replayed
+     * at the next one behind a new record that fills the gap.
+     */
+    s = open_unflushed("cut");
+    for (int i = 0; i < 2; i++) {
+        struct fc_batch *b = load("go-1s-cpu.pb.gz", 0, BASE + i * 10, "k");
+        assert_int_equal(fc_store_write(s, &b, 1, &err), FC_OK);
+        fc_batch_unref(b);
+    }
+    snprintf(cmd, sizeof(cmd),
+             "cp -r %s/cut %s/cut-torn && truncate -s %lld %s/cut-torn/wal && "
+             "cp -r %s/cut %s/cut-lost && dd if=/dev/zero of=%s/cut-lost/wal bs=%lld count=1 "
+             "conv=notrunc status=none",
+             dir, dir, (long long)fc_store_log_bytes(s) / 2 - 7, dir, dir, dir, dir,
+             (long long)fc_store_log_bytes(s) / 2);
+    assert_int_equal(system(cmd), 0);
+    fc_store_close(s);
+    for (int i = 0; i < 2; i++) {
+        struct fc_store *c = open_unflushed("cut-torn");
+        assert_int_equal(fc_store_log_damaged(c), i == 0 ? 1 : 0);
+        assert_int_equal(range_total(c, &q, BASE, BASE + 1000), 0);
+        fc_store_close(c);
+    }
+    assert_int_equal(file_size("cut-torn/wal"), 0);
+    s = open_unflushed("cut-lost");
+    assert_int_equal(range_total(s, &q, BASE, BASE + 1000), 0);
+    {
+        struct fc_batch *b = load("go-1s-cpu.pb.gz", 0, BASE + 20, "k");
+        assert_int_equal(fc_store_write(s, &b, 1, &err), FC_OK);
+        fc_batch_unref(b);
+    }
+    snprintf(cmd, sizeof(cmd), "cp -r %s/cut-lost %s/cut-lost-again", dir, dir);
+    assert_int_equal(system(cmd), 0);
+    fc_store_close(s);
+    s = open_unflushed("cut-lost-again");
+    assert_int_equal(range_total(s, &q, BASE, BASE + 1000), GO_CPU_TOTAL);
+    assert_int_equal(range_total(s, &q, BASE + 20, BASE + 30), GO_CPU_TOTAL);
+    fc_store_close(s);
     fc_selector_release(&sel);
 }
 
