@@ -248,7 +248,7 @@ int fc_store_packed_whole(const uint8_t *entry, const struct packed *p, const ui
     if ((rc = fc_buf_reserve(out, bound)) != FC_OK) {
         return rc;
     }
-    n = ZSTD_compress(out->data + out->len, bound, len ? content : (const uint8_t *)"", len, 3);
+    n = fc_tree_zstd(out->data + out->len, bound, len ? content : (const uint8_t *)"", len, 3);
     if (ZSTD_isError(n)) {
         return FC_EIO;
     }
@@ -304,8 +304,8 @@ int fc_store_packed_encode(const struct parts *ps, struct fc_buf *out)
     bound = ZSTD_compressBound(names.len);
     rc = fc_buf_reserve(out, bound);
     if (rc == FC_OK) {
-        n = ZSTD_compress(out->data + out->len, bound,
-                          names.data ? names.data : (const uint8_t *)"", names.len, 3);
+        n = fc_tree_zstd(out->data + out->len, bound, names.data ? names.data : (const uint8_t *)"",
+                         names.len, 3);
         if (ZSTD_isError(n)) {
             rc = FC_EIO;
         } else {

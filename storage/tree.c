@@ -356,7 +356,7 @@ int fc_tree_encode(const struct fc_tree *t, struct fc_buf *out)
     bound = ZSTD_compressBound(raw.len);
     rc = fc_buf_reserve(out, bound);
     if (rc == FC_OK) {
-        n = ZSTD_compress(out->data + out->len, bound, raw.data, raw.len, 1);
+        n = fc_tree_zstd(out->data + out->len, bound, raw.data, raw.len, 1);
         if (ZSTD_isError(n)) {
             rc = FC_EIO;
         } else {
@@ -506,8 +506,12 @@ int fc_tree_decode_columns_merge(struct fc_tree *t, const struct fc_tree_columns
  * One decompression context per thread, kept: ZSTD_decompress allocates one
  * of about 100 KB per call, which cost more than decompressing a window's
  * small frame (a timeline reads one per bundle, a query one per window).
+ * The same for compression: a flush compresses every window it writes (at
+ * 10,000 pods about one per profile), most of them a few KB, for which the
+ * context ZSTD_compress makes, clears and frees at each call costs more
+ * than the compression itself.
  */
-static pthread_key_t dctx_key;
+static pthread_key_t dctx_key, cctx_key;
 static pthread_once_t dctx_once = PTHREAD_ONCE_INIT;
 
 static void dctx_free(void *d)
@@ -515,11 +519,31 @@ static void dctx_free(void *d)
     ZSTD_freeDCtx(d);
 }
 
+static void cctx_free(void *c)
+{
+    ZSTD_freeCCtx(c);
+}
+
 static void dctx_key_init(void)
 {
-    if (pthread_key_create(&dctx_key, dctx_free) != 0) {
+    if (pthread_key_create(&dctx_key, dctx_free) != 0 ||
+        pthread_key_create(&cctx_key, cctx_free) != 0) {
         abort();
     }
+}
+
+size_t fc_tree_zstd(void *dst, size_t cap, const void *src, size_t len, int level)
+{
+    ZSTD_CCtx *c;
+
+    pthread_once(&dctx_once, dctx_key_init);
+    if ((c = pthread_getspecific(cctx_key)) == NULL && (c = ZSTD_createCCtx()) != NULL) {
+        pthread_setspecific(cctx_key, c);
+    }
+    if (c == NULL) {
+        return ZSTD_compress(dst, cap, src, len, level);
+    }
+    return ZSTD_compressCCtx(c, dst, cap, src, len, level);
 }
 
 static ZSTD_DCtx *thread_dctx(void)

@@ -85,6 +85,13 @@ uint8_t *fc_tree_unzstd(const uint8_t *frame, size_t len, size_t *size);
 uint8_t *fc_tree_unzstd_prefix(const uint8_t *frame, size_t len, const uint8_t *prefix,
                                size_t prefix_len, size_t *size);
 
+/*
+ * ZSTD_compress(dst, cap, src, len, level) with a context the thread keeps
+ * (the same frame; ZSTD_compress makes and frees one per call). Returns
+ * what ZSTD_compress returns.
+ */
+size_t fc_tree_zstd(void *dst, size_t cap, const void *src, size_t len, int level);
+
 /* Appends the zstd-compressed serialization. */
 int fc_tree_encode(const struct fc_tree *t, struct fc_buf *out);
 /* Decodes (and merges into t, which may hold data already). */
