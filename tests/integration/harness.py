@@ -228,7 +228,11 @@ class Collector:
         return None
 
     def __enter__(self):
-        self.wait_ready()
+        try:
+            self.wait_ready()
+        except BaseException:
+            self.__exit__(None, None, None)  # not left running (and its port held) by a failed start
+            raise
         return self
 
     def __exit__(self, *exc):
