@@ -113,7 +113,6 @@ static int store_create(struct fc_exporter *self, struct fc_error *err)
     x->cfg = cfg;
     pthread_mutex_init(&x->lock, NULL);
     pthread_cond_init(&x->wake, NULL);
-    pthread_cond_init(&x->served, NULL);
     snprintf(labels, sizeof(labels), "exporter=\"%s\"", self->id);
     x->nodes_merged = fc_metrics_counter("flamecol_store_nodes_merged_total", labels,
                                          "Stack trees the store read and merged for queries.");
@@ -301,11 +300,11 @@ static void refuse_queued(struct store_exporter *x)
         p->rc = FC_EUNAVAIL;
         fc_errorf(&p->err, FC_EUNAVAIL, SHUTDOWN_MSG);
         p->done = true;
+        pthread_cond_signal(&p->served); /* under x->lock: p is still there */
         n++;
     }
     x->tail = NULL;
     x->shutdown_refused += n;
-    pthread_cond_broadcast(&x->served);
 }
 
 static void *writer_main(void *arg)
@@ -412,10 +411,15 @@ static void *writer_main(void *arg)
         }
         store_gauges(x);
         pthread_mutex_lock(&x->lock);
+        /*
+         * Each request's own waiter, under x->lock (it cannot return, and
+         * its pending go, before the unlock): a broadcast also woke those
+         * queued after this group, to wait again.
+         */
         for (size_t i = 0; i < n; i++) {
             items[i]->done = true;
+            pthread_cond_signal(&items[i]->served);
         }
-        pthread_cond_broadcast(&x->served);
     }
     pthread_mutex_unlock(&x->lock);
     return NULL;
@@ -476,6 +480,7 @@ static int store_export(struct fc_exporter *self, struct fc_batch *b, struct fc_
         pthread_mutex_unlock(&x->lock);
         return fc_errorf(err, FC_EUNAVAIL, SHUTDOWN_MSG);
     }
+    pthread_cond_init(&p.served, NULL);
     if (x->tail != NULL) {
         x->tail->next = &p;
     } else {
@@ -484,9 +489,10 @@ static int store_export(struct fc_exporter *self, struct fc_batch *b, struct fc_
     x->tail = &p;
     pthread_cond_signal(&x->wake);
     while (!p.done) {
-        pthread_cond_wait(&x->served, &x->lock);
+        pthread_cond_wait(&p.served, &x->lock);
     }
     pthread_mutex_unlock(&x->lock);
+    pthread_cond_destroy(&p.served);
     if (p.rc != FC_OK) {
         *err = p.err;
         /* Full (retention frees it) or a failing disk: clients retry after Retry-After. */
@@ -548,7 +554,6 @@ static void store_destroy(struct fc_exporter *self)
     fc_store_close(x->store);
     pthread_mutex_destroy(&x->lock);
     pthread_cond_destroy(&x->wake);
-    pthread_cond_destroy(&x->served);
     free(x);
     self->ctx = NULL;
 }

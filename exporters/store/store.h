@@ -42,6 +42,7 @@ struct store_config {
 struct pending {
     struct fc_batch *batch;
     struct pending *next;
+    pthread_cond_t served; /* signalled when done (under the exporter's lock) */
     bool done;
     int rc;
     struct fc_error err;
@@ -54,8 +55,7 @@ struct store_exporter {
     pthread_t writer;
     bool writer_started;
     pthread_mutex_t lock;
-    pthread_cond_t wake;   /* the writer: work arrived or stop */
-    pthread_cond_t served; /* exporters: a commit finished */
+    pthread_cond_t wake; /* the writer: work arrived or stop */
     struct pending *head, *tail;
     bool stopping;       /* the writer ends once the queue is empty */
     int64_t deadline_ns; /* shutdown: all done by then (CLOCK_MONOTONIC; 0 = not stopping) */
