@@ -241,6 +241,18 @@ int fc_store_bundle_before(struct fc_store *s, int64_t cutoff_s, int64_t budget_
 int fc_store_trim(struct fc_store *s, int64_t high, int64_t low, uint64_t *deleted,
                   struct fc_error *err);
 /*
+ * Forgets the pods retention emptied (storage/store_forget.c): a base with
+ * no window left (after a flush, which rebuilds what retention marked) has
+ * its series, their label index entries and its ids deleted, so label
+ * values and series lists stop showing it. A service's first pod is kept,
+ * and so is every pod of a store with series made before format 13. With
+ * budget_ns > 0 it stops after about that long and answers FC_EAGAIN: the
+ * next call goes on where it stopped (one caller at a time, the writer).
+ * *bases, *series: what this call forgot.
+ */
+int fc_store_forget_empty(struct fc_store *s, int64_t budget_ns, uint64_t *bases, uint64_t *series,
+                          struct fc_error *err);
+/*
  * The start of the oldest 10 s or 100 s window stored or open (any tenant),
  * or INT64_MAX when empty.
  */

@@ -4,9 +4,9 @@
  * bases, series and service entries without a B-tree lookup (issue 14: a
  * profile looks up hundreds of frames). Entries are noted during a write
  * transaction and published only once it has committed: an id made by a
- * transaction that is then aborted never reaches the cache. Nothing the
- * cache holds is ever deleted from LMDB (retention deletes windows and
- * spans only), so an entry never goes stale.
+ * transaction that is then aborted never reaches the cache. What it holds
+ * is deleted from LMDB only when a pod is forgotten (store_forget.c), which
+ * empties it; so an entry never goes stale.
  *
  * Open addressing over a 128-bit hash of the key (seeded with the
  * database), growing by doubling up to max_bytes; full there, it is
@@ -122,6 +122,17 @@ static void make_room(struct id_cache *c)
         c->cap = cap;
         atomic_store(&c->bytes, (int64_t)(cap * sizeof(struct id_slot)));
     }
+}
+
+void fc_store_ids_clear(struct id_cache *c)
+{
+    pthread_mutex_lock(&c->lock);
+    if (c->cap > 0) {
+        memset(c->slots, 0, c->cap * sizeof(struct id_slot));
+    }
+    c->n = 0;
+    c->n_pending = 0;
+    pthread_mutex_unlock(&c->lock);
 }
 
 void fc_store_ids_publish(struct fc_store *s, bool committed)

@@ -151,6 +151,13 @@ struct bundle_pass {
     int64_t at;
 };
 
+/* fc_store_forget_empty's, between calls (store_forget.c). */
+struct forget_pass {
+    uint8_t next[512]; /* the `bid` key the next group starts at; next_n 0: the first */
+    size_t next_n;
+    int by_base; /* every series is found under its base: 1; not: -1; not known yet: 0 */
+};
+
 struct fc_store {
     MDB_env *env;
     MDB_dbi db[N_DBS];
@@ -172,6 +179,7 @@ struct fc_store {
     struct open_windows open;      /* written since the last flush (store_open.c) */
     struct id_cache ids;           /* ids known to be in LMDB (store_ids.c) */
     bool open_started;             /* open (its lock, its log) is set up: close stops it */
+    struct forget_pass forgetting; /* fc_store_forget_empty's (its caller's, the writer) */
 };
 
 /* "\0coarse_before" in DB_META: le64 unix s. */
@@ -504,6 +512,9 @@ const struct open_window *fc_store_open_first_span(struct fc_store *s, const cha
  * the service, made once); any other base's series go to the aggregate too
  * (*to_agg, its ids made when new). A service of one pod costs nothing.
  */
+/* The first base of (tenant, service) (meta 'f'), when it has one. */
+bool fc_store_service_first_base(struct fc_store *s, MDB_txn *txn, const char *tenant,
+                                 const char *service, size_t service_len, uint32_t *base);
 int fc_store_service_route(struct writer *w, const char *service, const char *type, uint32_t base,
                            uint32_t series, bool *to_agg, uint32_t *agg_base, uint32_t *agg_series);
 /*
@@ -523,6 +534,8 @@ bool fc_store_ids_get(struct fc_store *s, int db, const struct key *k, uint32_t 
 void fc_store_ids_note(struct fc_store *s, int db, const struct key *k, uint32_t id);
 /* After the write transaction: its notes into the cache when it committed, else dropped. */
 void fc_store_ids_publish(struct fc_store *s, bool committed);
+/* Empties the cache (ids were deleted: store_forget.c); it refills from LMDB. */
+void fc_store_ids_clear(struct id_cache *c);
 
 /* Puts key k with data into database db of the write transaction. */
 int fc_store_put_empty(struct writer *w, int db, struct key *k, const void *data, size_t n);

@@ -168,6 +168,23 @@ static bool find_id(struct reader *r, int db, const struct key *k, uint32_t *id)
     return true;
 }
 
+bool fc_store_service_first_base(struct fc_store *s, MDB_txn *txn, const char *tenant,
+                                 const char *service, size_t service_len, uint32_t *base)
+{
+    char *svc = fc_xstrndup(service, service_len);
+    struct key k;
+    MDB_val kv, v;
+
+    service_key(&k, tenant, 'f', svc, NULL);
+    free(svc);
+    kv = val(k.b, k.n);
+    if (mdb_get(txn, s->db[DB_META], &kv, &v) != 0 || v.mv_size != 4) {
+        return false;
+    }
+    *base = be32(v.mv_data);
+    return true;
+}
+
 bool fc_store_service_of(struct reader *r, const struct fc_store_query *q,
                          struct fc_store_service *out)
 {

@@ -133,6 +133,13 @@ static int store_create(struct fc_exporter *self, struct fc_error *err)
         "flamecol_store_bundled_windows_total", labels,
         "Windows (10 s and 100 s) compressed together with the others of their 100 s span "
         "(bundle_after).");
+    x->forgotten_pods = fc_metrics_counter(
+        "flamecol_store_pods_forgotten_total", labels,
+        "Pods (a profile's own label sets) deleted with their series and label index entries "
+        "once retention left them no window.");
+    x->forgotten_series = fc_metrics_counter("flamecol_store_series_forgotten_total", labels,
+                                             "Series deleted with their forgotten pods.");
+    x->forget_due = true; /* at the first pass: what an earlier run emptied */
     x->open_bytes = fc_metrics_gauge(
         "flamecol_store_open_windows_bytes", labels,
         "Memory of the open windows: written since the last flush, kept merged beside the log.");
@@ -246,6 +253,24 @@ static void retention_pass(struct store_exporter *x)
     if (x->cfg->max_size > 0 && fc_store_trim(x->store, x->cfg->max_size / 10 * 9,
                                               x->cfg->max_size / 10 * 8, &deleted, &err) == FC_OK) {
         total += deleted;
+    }
+    if (total > 0) {
+        x->forget_due = true;
+    }
+    if (x->forget_due) {
+        /* At most a quarter of a second a pass (writes wait meanwhile); the next goes on. */
+        uint64_t pods = 0, series = 0;
+        int rc = fc_store_forget_empty(x->store, 250000000LL, &pods, &series, &err);
+        x->forget_due = rc != FC_OK; /* stopped by its budget, or failed: again next pass */
+        if (pods > 0) {
+            fc_metric_add(x->forgotten_pods, (int64_t)pods);
+            fc_metric_add(x->forgotten_series, (int64_t)series);
+            fc_log_info(x->self->id, "retention forgot %llu pods (%llu series) left without data",
+                        (unsigned long long)pods, (unsigned long long)series);
+        }
+        if (rc == FC_EAGAIN) {
+            err.code = FC_OK;
+        }
     }
     if (x->cfg->bundle_after > 0 && !fc_store_full(x->store)) {
         /*

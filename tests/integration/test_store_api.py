@@ -590,6 +590,42 @@ class RetentionTest(unittest.TestCase):
             self.assertGreater(c.metric("flamecol_store_used_bytes", 'exporter="store"'), 0)
             self.assertEqual(c.stop(), 0, c.log())
 
+    def test_pods_left_without_data_are_forgotten(self):
+        """Pod a of svc (the service's first pod) pushes now, pod b only 3 h
+        ago: once retention (1h) has deleted b's windows, b is gone from the
+        label values and counted as forgotten, a stays; b pushing again is
+        made again and counted under its labels."""
+        c = Collector(STORE_PIPELINE.replace("{sync}", "batch").replace("{retention}", "1h"))
+        t = "process_cpu:cpu:nanoseconds:cpu:nanoseconds"
+        with c:
+            now = int(time.time())
+            for pod, when in (("a", now - 60), ("b", now - 3 * 3600)):
+                status, _, text = http("POST", c.base + "/ingest?name=svc.cpu%%7Bpod%%3D%s%%7D&from=%d&until=%d"
+                                       % (pod, when, when + 10), b"main;work 5")
+                self.assertEqual(status, 200, text)
+            values = None
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline:
+                status, _, body = http("GET", c.base + "/pyroscope/label-values?label=pod")
+                self.assertEqual(status, 200, body)
+                values = json.loads(body)
+                if values == ["a"]:
+                    break
+                time.sleep(0.1)  # polling for the retention pass, not a fixed wait
+            self.assertEqual(values, ["a"])
+            self.assertEqual(c.metric("flamecol_store_pods_forgotten_total", 'exporter="store"'), 1)
+            self.assertGreater(c.metric("flamecol_store_series_forgotten_total", 'exporter="store"'), 0)
+            status, _, text = http("POST", c.base + "/ingest?name=svc.cpu%%7Bpod%%3Db%%7D&from=%d&until=%d"
+                                   % (now - 30, now - 20), b"main;work 7")
+            self.assertEqual(status, 200, text)
+            b = flamebearer_flat(json.loads(render(c, t + '{service_name="svc",pod="b"}')[2]))[0]
+            self.assertEqual(b, 7 * 10000000)
+            both = flamebearer_flat(json.loads(render(c, t + '{service_name="svc"}')[2]))[0]
+            self.assertEqual(both, 12 * 10000000)
+            status, _, body = http("GET", c.base + "/pyroscope/label-values?label=pod")
+            self.assertEqual(sorted(json.loads(body)), ["a", "b"])
+            self.assertEqual(c.stop(), 0, c.log())
+
 
 class FineRetentionTest(unittest.TestCase):
     def test_old_past_is_read_at_100s(self):

@@ -1508,6 +1508,139 @@ static int64_t pods_total(struct fc_store *s2, const char *tenant, int pod)
     return total;
 }
 
+/* Entries of each database of the closed store at sub, by name (fc_store_db_names' order). */
+static void db_entries(const char *sub, const char *const *names, size_t n, size_t *out)
+{
+    MDB_env *env;
+    MDB_txn *txn;
+
+    lmdb_begin(sub, MDB_RDONLY, &env, &txn);
+    for (size_t i = 0; i < n; i++) {
+        MDB_dbi db;
+        MDB_stat st;
+        assert_int_equal(mdb_dbi_open(txn, names[i], 0, &db), 0);
+        assert_int_equal(mdb_stat(txn, db, &st), 0);
+        out[i] = st.ms_entries;
+    }
+    mdb_txn_abort(txn);
+    mdb_env_close(env);
+}
+
+/* The CPU total of the pods of svc-0 that pod=~re matches over [from, until) (by series). */
+static int64_t pods_matching(struct fc_store *s2, const char *re, int64_t from, int64_t until)
+{
+    char text[160];
+    struct fc_selector sel;
+    struct fc_store_query q = {0};
+    struct fc_error err = {0};
+    int64_t total;
+
+    snprintf(text, sizeof(text),
+             "process_cpu:cpu:nanoseconds:cpu:nanoseconds{service_name=\"svc-0\",pod=~\"%s\"}", re);
+    assert_int_equal(fc_selector_parse(text, &sel, &err), FC_OK);
+    q.tenant = "f";
+    q.selector = &sel;
+    total = range_total(s2, &q, from, until);
+    fc_selector_release(&sel);
+    return total;
+}
+
+/*
+ * Retention forgets the pods it left without data: ten pods of svc-0 at
+ * BASE (p1-p4 also labelled gone=x), p5-p9 again 40 days later; after
+ * everything 35 days old is deleted, p1-p4 go from the label index and
+ * every table of series and bases (by hand: 4 of the 10 pods, which all
+ * have the same series), p0 stays (the service's first pod, which
+ * whole-service queries read by its listed series) and so do p5-p9. A
+ * forgotten pod that comes back is made again: its profile is counted
+ * under it, not written under ids that are gone.
+ */
+static void test_retention_forgets_pods_left_without_data(void **state)
+{
+    static const char *const dbs[] = {"sid", "series", "bid", "base", "lv", "ln", "post"};
+    enum { SID, SERIES, BID, BASE_DB, LV, LN, POST, N };
+    struct fc_store *s2 = open_sub("forget");
+    struct fc_error err = {0};
+    const int64_t later = BASE + 40 * 86400;
+    size_t before[N], after[N], n_values = 0, n_names = 0;
+    uint64_t deleted = 0, pods = 0, series = 0;
+    char sub[128], **values = NULL, **names = NULL;
+
+    (void)state;
+    snprintf(sub, sizeof(sub), "%s/forget", dir);
+    for (int pod = 0; pod < 10; pod++) {
+        struct fc_batch *b = load_pod(pod, BASE + pod * 10, "f");
+        if (pod >= 1 && pod <= 4) {
+            assert_int_equal(fc_profile_set_label(b, &b->profiles[0], "gone", "x"), FC_OK);
+        }
+        assert_int_equal(fc_store_write(s2, &b, 1, &err), FC_OK);
+        fc_batch_unref(b);
+    }
+    for (int pod = 5; pod < 10; pod++) {
+        struct fc_batch *b = load_pod(pod, later + pod * 10, "f");
+        assert_int_equal(fc_store_write(s2, &b, 1, &err), FC_OK);
+        fc_batch_unref(b);
+    }
+    /* Nothing is empty yet: nothing is forgotten. */
+    assert_int_equal(fc_store_forget_empty(s2, 0, &pods, &series, &err), FC_OK);
+    assert_int_equal(pods, 0);
+    fc_store_close(s2);
+    db_entries(sub, dbs, N, before);
+    assert_int_equal(before[BID], 10);
+    assert_int_equal(before[SID] % 10, 0); /* each pod has the same series */
+
+    s2 = open_sub("forget");
+    {
+        /* p1 once more in the old days: its ids in the writer's cache, as a live pod's are. */
+        struct fc_batch *b = load_pod(1, BASE + 5, "f");
+        assert_int_equal(fc_profile_set_label(b, &b->profiles[0], "gone", "x"), FC_OK);
+        assert_int_equal(fc_store_write(s2, &b, 1, &err), FC_OK);
+        fc_batch_unref(b);
+    }
+    assert_int_equal(fc_store_delete_before(s2, BASE + 35 * 86400, &deleted, &err), FC_OK);
+    assert_true(deleted > 0);
+    assert_int_equal(fc_store_forget_empty(s2, 0, &pods, &series, &err), FC_OK);
+    assert_int_equal(pods, 4);
+    assert_int_equal(series, 4 * before[SID] / 10);
+    /* A second pass finds nothing more. */
+    assert_int_equal(fc_store_forget_empty(s2, 0, &pods, &series, &err), FC_OK);
+    assert_int_equal(pods, 0);
+
+    assert_int_equal(fc_store_label_values(s2, "f", "pod", &values, &n_values, &err), FC_OK);
+    assert_int_equal(n_values, 6);
+    for (size_t i = 0; i < n_values; i++) {
+        assert_true(strcmp(values[i], "p0") == 0 || strcmp(values[i], "p5") >= 0);
+    }
+    fc_store_strings_free(values, n_values);
+    assert_int_equal(fc_store_label_names(s2, "f", &names, &n_names, &err), FC_OK);
+    for (size_t i = 0; i < n_names; i++) {
+        assert_string_not_equal(names[i], "gone");
+    }
+    fc_store_strings_free(names, n_names);
+    assert_int_equal(pods_matching(s2, "p.*", later, later + 3600), 5 * GO_CPU_TOTAL);
+
+    /* p1 comes back with the same labels (a StatefulSet's pod): made again, counted under them. */
+    {
+        struct fc_batch *b = load_pod(1, later + 100, "f");
+        assert_int_equal(fc_profile_set_label(b, &b->profiles[0], "gone", "x"), FC_OK);
+        assert_int_equal(fc_store_write(s2, &b, 1, &err), FC_OK);
+        fc_batch_unref(b);
+    }
+    assert_int_equal(pods_matching(s2, "p1", later, later + 3600), GO_CPU_TOTAL);
+    assert_int_equal(pods_matching(s2, "p.*", later, later + 3600), 6 * GO_CPU_TOTAL);
+    assert_int_equal(pods_matching(s2, "p1", BASE, BASE + 3600), 0);
+    fc_store_close(s2);
+
+    db_entries(sub, dbs, N, after);
+    assert_int_equal(after[BID], 7); /* p0, p5-p9, and p1 made again */
+    assert_int_equal(after[BASE_DB], before[BASE_DB] - 3);
+    assert_int_equal(after[SID], before[SID] / 10 * 7);
+    assert_int_equal(after[SERIES], before[SERIES] - 3);
+    assert_int_equal(after[LV], before[LV] - 3); /* p2-p4 (p1 and gone=x came back) */
+    assert_int_equal(after[LN], before[LN]);
+    assert_true(after[POST] < before[POST]);
+}
+
 /*
  * The ids of posting entry (k, v), read from the layout documented in
  * storage/store_int.h: key tenant 0 h64(name) h64(value) be32(first id),
@@ -4258,6 +4391,7 @@ int main(void)
         cmocka_unit_test(test_selector_errors),
         cmocka_unit_test(test_corrupt_window_is_skipped),
         cmocka_unit_test(test_retention_deletes_old_windows_and_frees_pages),
+        cmocka_unit_test(test_retention_forgets_pods_left_without_data),
         cmocka_unit_test(test_deep_stack_round_trips),
         cmocka_unit_test(test_hostile_trees_refused),
         cmocka_unit_test(test_selfs_stored_divided_by_their_scale),
