@@ -378,6 +378,11 @@ int64_t fc_store_log_bytes(struct fc_store *s)
     return atomic_load(&s->open.log_bytes);
 }
 
+int64_t fc_store_log_file_bytes(struct fc_store *s)
+{
+    return atomic_load(&s->open.file_bytes);
+}
+
 uint64_t fc_store_log_damaged(struct fc_store *s)
 {
     return atomic_load(&s->open.torn);

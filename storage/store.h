@@ -282,8 +282,13 @@ int64_t fc_store_bundle_cache_bytes(struct fc_store *s);
 int64_t fc_store_bundle_cache_max_bytes(struct fc_store *s);
 void fc_store_id_cache_lookups(struct fc_store *s, uint64_t *hits, uint64_t *misses,
                                uint64_t *emptied);
-/* Bytes of the write-ahead log (emptied by every flush). */
+/* Bytes of the write-ahead log's records since the last flush (each flush starts it over). */
 int64_t fc_store_log_bytes(struct fc_store *s);
+/*
+ * The log file's size: records, the zeros it grew by, and what a flush left
+ * of the records before it (cut back to twice open_max_bytes, at least 4 MiB).
+ */
+int64_t fc_store_log_file_bytes(struct fc_store *s);
 /* Damaged log records skipped at replay (a write cut short by a crash). */
 uint64_t fc_store_log_damaged(struct fc_store *s);
 

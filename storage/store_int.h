@@ -132,7 +132,7 @@ struct open_windows {
      * that the next records overwrite, so that a sync finds its blocks
      * allocated and the size unchanged (no inode to write, store_open.c).
      */
-    int64_t file_bytes;
+    _Atomic int64_t file_bytes; /* read by /metrics from other threads */
     bool sync;
     _Atomic uint64_t torn; /* records found damaged at replay (skipped) */
 };

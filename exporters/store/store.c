@@ -145,8 +145,13 @@ static int store_create(struct fc_exporter *self, struct fc_error *err)
         "Memory of the open windows: written since the last flush, kept merged beside the log.");
     x->open_max_bytes = fc_metrics_gauge("flamecol_store_open_windows_max_bytes", labels,
                                          "open_windows_max_size: past it a write flushes.");
-    x->log_bytes = fc_metrics_gauge("flamecol_store_log_bytes", labels,
-                                    "Bytes of the write-ahead log (emptied by every flush).");
+    x->log_bytes = fc_metrics_gauge(
+        "flamecol_store_log_bytes", labels,
+        "Bytes of write-ahead log records since the last flush (each flush starts it over).");
+    x->log_file_bytes = fc_metrics_gauge(
+        "flamecol_store_log_file_bytes", labels,
+        "Size of the write-ahead log's file: kept between flushes, cut back to twice "
+        "open_windows_max_size (at least 4 MiB) by each.");
     x->id_cache_bytes = fc_metrics_gauge("flamecol_store_id_cache_bytes", labels,
                                          "Memory of the id cache (symbols, series) of writes.");
     x->id_cache_max_bytes = fc_metrics_gauge("flamecol_store_id_cache_max_bytes", labels,
@@ -194,6 +199,7 @@ static void store_gauges(struct store_exporter *x)
     fc_metric_set(x->open_bytes, fc_store_open_bytes(x->store));
     fc_metric_set(x->open_max_bytes, fc_store_open_max_bytes(x->store));
     fc_metric_set(x->log_bytes, fc_store_log_bytes(x->store));
+    fc_metric_set(x->log_file_bytes, fc_store_log_file_bytes(x->store));
     fc_metric_set(x->log_damaged, (int64_t)fc_store_log_damaged(x->store));
     {
         uint64_t hits, misses, emptied;

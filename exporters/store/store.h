@@ -72,7 +72,7 @@ struct store_exporter {
     _Atomic int64_t *bundled; /* flamecol_store_bundled_windows_total */
     _Atomic int64_t *forgotten_pods, *forgotten_series;
     bool forget_due; /* retention deleted windows (or a pass stopped): pods may be empty */
-    _Atomic int64_t *open_bytes, *open_max_bytes, *log_bytes, *log_damaged;
+    _Atomic int64_t *open_bytes, *open_max_bytes, *log_bytes, *log_file_bytes, *log_damaged;
     _Atomic int64_t *id_cache_bytes, *id_cache_max_bytes, *id_cache_hits, *id_cache_misses;
     _Atomic int64_t *bundle_cache_bytes, *bundle_cache_max_bytes;
     _Atomic int64_t *refused[FC_STORE_FAILURE_KINDS]; /* writes refused, by cause */

@@ -187,6 +187,22 @@ class CacheGaugesTest(unittest.TestCase):
             self.assertEqual(c.metric("flamecol_store_open_windows_bytes", label), 0)
 
 
+    def test_log_file_size_is_in_metrics(self):
+        # The gauge against the file itself: it grows 4 MiB of zeros at a
+        # time ahead of its records and is kept between flushes.
+        with Collector(CAPS) as c:
+            label = 'exporter="store"'
+            now = int(time.time())
+            for i in range(5):
+                status, _, body = push(c, now - 60 + i)
+                self.assertEqual(status, 200, body)
+            size = os.path.getsize(os.path.join(c.dir, "data", "wal"))
+            self.assertGreaterEqual(size, 4 * 1024 * 1024)
+            self.assertEqual(c.metric("flamecol_store_log_file_bytes", label), size)
+            self.assertGreater(c.metric("flamecol_store_log_bytes", label), 0)
+            self.assertLess(c.metric("flamecol_store_log_bytes", label), size)
+
+
 class FullStoreTest(unittest.TestCase):
     def test_full_store_heals_by_its_own_retention(self):
         with Collector(LIMITED) as c:
