@@ -13,12 +13,13 @@
  * are at most 511 bytes):
  *   sym    tenant 0 h128(symbol)               -> u32 symbol id
  *   symid  tenant 0 be32(id)                   -> symbol: a frame record or a name (frame.h)
- *   series tenant 0 h128(canonical labels)     -> be32 series id
+ *   series tenant 0 be32(base) -> (be64 h64(labels) be32 id)... (format 13; keys
+ *          of their own past 256, and h128(labels) -> id before: store_write.c)
  *   sid    tenant 0 be32(id)                   -> canonical labels
  *   ln     tenant 0 h64(name)                  -> name
  *   lv     tenant 0 h64(name) h64(value)       -> value
  *   post   tenant 0 h64(name) h64(value) be32(first id) -> be32 ids (chunks of up to 64)
- *   node   tenant 0 be32(series) u8(level) be64(window start, s)
+ *   node   tenant 0 be32(base) u8(level) be64(window start, s)
  *                                              -> le64 total, zstd tree
  *   span   tenant 0 be64(span id) be32(series) be64(10 s window) -> le64 total, zstd tree
  *   trace  tenant 0 trace id (16 bytes) be64(span id) -> ""

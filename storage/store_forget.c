@@ -43,8 +43,11 @@ static bool has_prefix(MDB_txn *txn, MDB_dbi db, const struct key *k)
     if (mdb_cursor_open(txn, db, &c) != 0) {
         return true; /* unknown: kept */
     }
-    if (mdb_cursor_get(c, &kv, &v, MDB_SET_RANGE) == 0) {
+    int g = mdb_cursor_get(c, &kv, &v, MDB_SET_RANGE);
+    if (g == 0) {
         found = kv.mv_size >= k->n && memcmp(kv.mv_data, k->b, k->n) == 0;
+    } else {
+        found = g != MDB_NOTFOUND; /* a read error: kept, as if something were there */
     }
     mdb_cursor_close(c);
     return found;
@@ -110,7 +113,9 @@ static int posting_remove(struct fc_store *s, MDB_txn *txn, const struct key *lv
     }
     kv = val(k.b, k.n);
     rc = mdb_cursor_get(c, &kv, &v, MDB_SET_RANGE);
-    rc = mdb_cursor_get(c, &kv, &v, rc == 0 ? MDB_PREV : MDB_LAST);
+    if (rc == 0 || rc == MDB_NOTFOUND) {
+        rc = mdb_cursor_get(c, &kv, &v, rc == 0 ? MDB_PREV : MDB_LAST);
+    }
     /* The chunk with the greatest first id <= id: chunks are in order and do not overlap. */
     if (rc == 0 && kv.mv_size >= lv->n + 4 && memcmp(kv.mv_data, lv->b, lv->n) == 0 &&
         fc_store_posting_ids(&kv, lv->n, &v, ids, &n)) {
@@ -138,7 +143,7 @@ static int posting_remove(struct fc_store *s, MDB_txn *txn, const struct key *lv
                 fc_buf_release(&deltas);
             }
         }
-    } else {
+    } else if (rc == 0 || rc == MDB_NOTFOUND) {
         rc = 0; /* not listed (or a chunk that does not decode): nothing to remove */
     }
     mdb_cursor_close(c);
@@ -221,22 +226,27 @@ static int base_series(struct fc_store *s, MDB_txn *txn, const struct key *bk, u
     return g == 0 || g == MDB_NOTFOUND ? 0 : g;
 }
 
-/* Deletes every key of db that starts with prefix k (a few: each is sought again). */
-static int del_prefix(struct fc_store *s, MDB_txn *txn, int db, const struct key *k)
+/*
+ * Deletes base's keys of `series` (bk: tenant 0 be32(base)): its value and
+ * its keys past the cap (8 bytes longer). Only those lengths: a service
+ * aggregate's series key (tenant 0 h128, 16 bytes) may start with the same
+ * four bytes.
+ */
+static int del_base_series(struct fc_store *s, MDB_txn *txn, const struct key *bk)
 {
     MDB_cursor *c;
     MDB_val kv, v;
     int rc, g;
 
-    if ((rc = mdb_cursor_open(txn, s->db[db], &c)) != 0) {
+    if ((rc = mdb_cursor_open(txn, s->db[DB_SERIES], &c)) != 0) {
         return rc;
     }
-    for (;;) {
-        kv = val(k->b, k->n);
-        g = mdb_cursor_get(c, &kv, &v, MDB_SET_RANGE);
-        if (g != 0 || kv.mv_size < k->n || memcmp(kv.mv_data, k->b, k->n) != 0 ||
-            (rc = mdb_cursor_del(c, 0)) != 0) {
-            break;
+    kv = val(bk->b, bk->n);
+    for (g = mdb_cursor_get(c, &kv, &v, MDB_SET_RANGE);
+         g == 0 && kv.mv_size >= bk->n && memcmp(kv.mv_data, bk->b, bk->n) == 0;
+         g = mdb_cursor_get(c, &kv, &v, MDB_NEXT)) {
+        if ((kv.mv_size == bk->n || kv.mv_size == bk->n + 8) && (rc = mdb_cursor_del(c, 0)) != 0) {
+            break; /* after a delete MDB_NEXT stands on the key that followed */
         }
     }
     mdb_cursor_close(c);
@@ -295,6 +305,17 @@ static int forget_base(struct fc_store *s, MDB_txn *txn, const char *tenant, uin
     }
     fc_buf_init(&labels, 0);
     rc = base_series(s, txn, &bk, &ids, &n);
+    if (rc == 0 && n == 0) {
+        /*
+         * A base made by profiles without a positive sample (an idle pod)
+         * has no series and costs two keys: kept, or a pod that only sends
+         * those would be forgotten, and the id cache emptied, at every pass.
+         */
+        free(ids);
+        fc_buf_release(&labels);
+        fc_buf_release(&base_canon);
+        return 0;
+    }
     for (size_t i = 0; rc == 0 && i < n; i++) {
         struct series_labels l;
         fc_buf_reset(&labels);
@@ -307,10 +328,14 @@ static int forget_base(struct fc_store *s, MDB_txn *txn, const char *tenant, uin
         rc = rc ? rc : del_key(s, txn, DB_SID, &k);
         rc = rc ? rc : del_key(s, txn, DB_SBASE, &k);
     }
-    rc = rc ? rc : del_prefix(s, txn, DB_SERIES, &bk);
+    rc = rc ? rc : del_base_series(s, txn, &bk);
     key_tenant(&k, tenant);
     key_h128(&k, base_canon.data != NULL ? (const char *)base_canon.data : "", base_canon.len);
-    rc = rc ? rc : del_key(s, txn, DB_BASE, &k);
+    kv = val(k.b, k.n);
+    if (rc == 0 && mdb_get(txn, s->db[DB_BASE], &kv, &v) == 0 && v.mv_size == 4 &&
+        be32(v.mv_data) == base) {
+        rc = del_key(s, txn, DB_BASE, &k); /* the labels' id, when it is this base's */
+    }
     rc = rc ? rc : del_key(s, txn, DB_BID, &bk);
     if (rc == 0) {
         *forgot = true;

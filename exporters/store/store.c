@@ -265,8 +265,9 @@ static void retention_pass(struct store_exporter *x)
     }
     if (x->forget_due) {
         /* At most a quarter of a second a pass (writes wait meanwhile); the next goes on. */
+        struct fc_error forget_err = {0};
         uint64_t pods = 0, series = 0;
-        int rc = fc_store_forget_empty(x->store, 250000000LL, &pods, &series, &err);
+        int rc = fc_store_forget_empty(x->store, 250000000LL, &pods, &series, &forget_err);
         x->forget_due = rc != FC_OK; /* stopped by its budget, or failed: again next pass */
         if (pods > 0) {
             fc_metric_add(x->forgotten_pods, (int64_t)pods);
@@ -274,8 +275,10 @@ static void retention_pass(struct store_exporter *x)
             fc_log_info(x->self->id, "retention forgot %llu pods (%llu series) left without data",
                         (unsigned long long)pods, (unsigned long long)series);
         }
-        if (rc == FC_EAGAIN) {
-            err.code = FC_OK;
+        if (rc != FC_OK && rc != FC_EAGAIN) {
+            char msg[600];
+            snprintf(msg, sizeof(msg), "retention: %s", forget_err.msg);
+            log_limited(x, FC_STORE_FAILURE_KINDS, msg);
         }
     }
     if (x->cfg->bundle_after > 0 && !fc_store_full(x->store)) {

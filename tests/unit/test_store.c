@@ -1545,6 +1545,68 @@ static int64_t pods_matching(struct fc_store *s2, const char *re, int64_t from, 
     return total;
 }
 
+static struct fc_batch *stacks_batch(const char *svc, int64_t time_s, uint32_t depth,
+                                     uint32_t n_names, const int64_t *values, size_t n_values);
+
+/*
+ * A service aggregate's series key (tenant 0 h128("\0a" service "\0"
+ * type)) can start with the four bytes of a pod's base id, as a pod's own
+ * `series` keys do: for service s34733535 and the Go CPU profile's samples
+ * type they are be32(7) (found by a search over xxh3). Forgetting pod 7 (of
+ * service old: its first pod is 1, its aggregate 3) must leave that key,
+ * or the whole service's answer loses every pod but its first.
+ */
+static void test_forget_keeps_an_aggregate_key_that_shares_a_pods_prefix(void **state)
+{
+    struct fc_store *s2 = open_sub("forget-collide");
+    struct fc_error err = {0};
+    const int64_t later = BASE + 40 * 86400;
+    uint64_t deleted = 0, pods = 0, series = 0;
+    struct fc_selector whole, by_pod;
+    struct fc_store_query q = {0};
+    int64_t one, before, after;
+
+    (void)state;
+    for (int i = 0; i < 10; i++) { /* bases 1, 2, 4-11 (the aggregate of old is 3): old data */
+        struct fc_batch *b = load_pod(i, BASE + i * 10, "c");
+        assert_int_equal(fc_profile_set_label(b, &b->profiles[0], "service_name", "old"), FC_OK);
+        assert_int_equal(fc_store_write(s2, &b, 1, &err), FC_OK);
+        fc_batch_unref(b);
+    }
+    for (int i = 0; i < 2; i++) {
+        struct fc_batch *b = load_pod(i, later + i * 10, "c");
+        assert_int_equal(fc_profile_set_label(b, &b->profiles[0], "service_name", "s34733535"),
+                         FC_OK);
+        assert_int_equal(fc_store_write(s2, &b, 1, &err), FC_OK);
+        fc_batch_unref(b);
+    }
+    assert_int_equal(fc_selector_parse("process_cpu:samples:count:cpu:nanoseconds{service_name="
+                                       "\"s34733535\"}",
+                                       &whole, &err),
+                     FC_OK);
+    assert_int_equal(fc_selector_parse("process_cpu:samples:count:cpu:nanoseconds{service_name="
+                                       "\"s34733535\",pod=~\".+\"}",
+                                       &by_pod, &err),
+                     FC_OK);
+    q.tenant = "c";
+    q.selector = &by_pod;
+    one = range_total(s2, &q, later, later + 10); /* pod p0's samples: one profile's */
+    assert_true(one > 0);
+    q.selector = &whole;
+    before = range_total(s2, &q, later, later + 3600);
+    assert_int_equal(before, 2 * one);
+    assert_int_equal(fc_store_delete_before(s2, BASE + 35 * 86400, &deleted, &err), FC_OK);
+    assert_int_equal(fc_store_forget_empty(s2, 0, &pods, &series, &err), FC_OK);
+    assert_int_equal(pods, 9); /* old's pods but its first */
+    after = range_total(s2, &q, later, later + 3600);
+    assert_int_equal(after, 2 * one);
+    q.selector = &by_pod;
+    assert_int_equal(range_total(s2, &q, later, later + 3600), 2 * one);
+    fc_selector_release(&whole);
+    fc_selector_release(&by_pod);
+    fc_store_close(s2);
+}
+
 /*
  * Retention forgets the pods it left without data: ten pods of svc-0 at
  * BASE (p1-p4 also labelled gone=x), p5-p9 again 40 days later; after
@@ -1629,11 +1691,22 @@ static void test_retention_forgets_pods_left_without_data(void **state)
     assert_int_equal(pods_matching(s2, "p1", later, later + 3600), GO_CPU_TOTAL);
     assert_int_equal(pods_matching(s2, "p.*", later, later + 3600), 6 * GO_CPU_TOTAL);
     assert_int_equal(pods_matching(s2, "p1", BASE, BASE + 3600), 0);
+    {
+        /* An idle pod (no positive sample: a base, no series) is not forgotten pass after pass. */
+        const int64_t zero = 0;
+        struct fc_batch *b = stacks_batch("svc-0", later + 200, 2, 2, &zero, 1);
+        assert_int_equal(fc_profile_set_label(b, &b->profiles[0], "pod", "idle"), FC_OK);
+        fc_batch_set_tenant(b, "f");
+        assert_int_equal(fc_store_write(s2, &b, 1, &err), FC_OK);
+        fc_batch_unref(b);
+        assert_int_equal(fc_store_forget_empty(s2, 0, &pods, &series, &err), FC_OK);
+        assert_int_equal(pods, 0);
+    }
     fc_store_close(s2);
 
     db_entries(sub, dbs, N, after);
-    assert_int_equal(after[BID], 7); /* p0, p5-p9, and p1 made again */
-    assert_int_equal(after[BASE_DB], before[BASE_DB] - 3);
+    assert_int_equal(after[BID], 8); /* p0, p5-p9, p1 made again, and the idle pod */
+    assert_int_equal(after[BASE_DB], before[BASE_DB] - 2);
     assert_int_equal(after[SID], before[SID] / 10 * 7);
     assert_int_equal(after[SERIES], before[SERIES] - 3);
     assert_int_equal(after[LV], before[LV] - 3); /* p2-p4 (p1 and gone=x came back) */
@@ -4392,6 +4465,7 @@ int main(void)
         cmocka_unit_test(test_corrupt_window_is_skipped),
         cmocka_unit_test(test_retention_deletes_old_windows_and_frees_pages),
         cmocka_unit_test(test_retention_forgets_pods_left_without_data),
+        cmocka_unit_test(test_forget_keeps_an_aggregate_key_that_shares_a_pods_prefix),
         cmocka_unit_test(test_deep_stack_round_trips),
         cmocka_unit_test(test_hostile_trees_refused),
         cmocka_unit_test(test_selfs_stored_divided_by_their_scale),
