@@ -41,8 +41,9 @@ struct doomed {
     int64_t coarse_before; /* 100 s windows before this have no children: never marked */
 };
 
-static bool node_doomed(const MDB_val *kv, const struct doomed *d)
+static bool node_doomed(const MDB_val *kv, const MDB_val *v, const struct doomed *d)
 {
+    (void)v; /* doomed by its key */
     int level;
     int64_t window;
 
@@ -51,8 +52,9 @@ static bool node_doomed(const MDB_val *kv, const struct doomed *d)
 }
 
 /* Span keys: tenant 0 be64(span) be32(series) be64(10 s window). */
-static bool span_doomed(const MDB_val *kv, const struct doomed *d)
+static bool span_doomed(const MDB_val *kv, const MDB_val *v, const struct doomed *d)
 {
+    (void)v; /* doomed by its key */
     size_t tenant_len;
     const uint8_t *r = key_rest(kv, 20, &tenant_len);
 
@@ -64,8 +66,9 @@ static bool span_doomed(const MDB_val *kv, const struct doomed *d)
  * of its windows; a pack's (span: a 10^5 s span start + 1, format 17) with
  * the last of its 10^4 s windows, at the end of its 10^5 s span.
  */
-static bool bundle_doomed(const MDB_val *kv, const struct doomed *d)
+static bool bundle_doomed(const MDB_val *kv, const MDB_val *v, const struct doomed *d)
 {
+    (void)v; /* doomed by its key */
     const int64_t pack_width = fc_store_level_secs[FC_STORE_PACK_LEVEL + 1];
     size_t tenant_len;
     uint32_t base;
@@ -84,8 +87,9 @@ static bool bundle_doomed(const MDB_val *kv, const struct doomed *d)
  * A dictionary whose day ended by the cutoff: every bundle of that day has
  * (its span ended by then too) and goes in the same pass, before it.
  */
-static bool dict_doomed(const MDB_val *kv, const struct doomed *d)
+static bool dict_doomed(const MDB_val *kv, const MDB_val *v, const struct doomed *d)
 {
+    (void)v; /* doomed by its key */
     size_t tenant_len;
     uint64_t service;
     int64_t day, cutoff_day = d->cutoff_s / FC_STORE_DAY_SECS; /* rounded down, below */
@@ -94,7 +98,24 @@ static bool dict_doomed(const MDB_val *kv, const struct doomed *d)
     return dict_key_split(kv, &tenant_len, &service, &day) && day < cutoff_day;
 }
 
-typedef bool (*doomed_fn)(const MDB_val *kv, const struct doomed *d);
+/*
+ * Trace keys: tenant 0 trace id (16 bytes) be64(span) -> le64 the last 10 s
+ * window a profile of the span was written to (empty when written before
+ * that was kept: never doomed, its age unknown).
+ */
+static bool trace_doomed(const MDB_val *kv, const MDB_val *v, const struct doomed *d)
+{
+    size_t tenant_len;
+    int64_t window;
+
+    if (key_rest(kv, 24, &tenant_len) == NULL || v->mv_size != 8) {
+        return false;
+    }
+    memcpy(&window, v->mv_data, 8);
+    return window <= d->cutoff_s - 10;
+}
+
+typedef bool (*doomed_fn)(const MDB_val *kv, const MDB_val *v, const struct doomed *d);
 
 /*
  * Marks the coarser windows above the node window kv that outlive the cutoff
@@ -153,7 +174,7 @@ static int delete_chunk(struct fc_store *s, MDB_dbi db, doomed_fn doomed, const 
     }
     g = mdb_cursor_get(c, &kv, &v, resume->len ? MDB_SET_RANGE : MDB_FIRST);
     for (; g == 0; g = mdb_cursor_get(c, &kv, &v, MDB_NEXT)) {
-        if (!doomed(&kv, d)) {
+        if (!doomed(&kv, &v, d)) {
             continue;
         }
         if (*n == chunk) {
@@ -268,7 +289,12 @@ int fc_store_delete_before(struct fc_store *s, int64_t cutoff_s, uint64_t *delet
     }
     rc = delete_keys(s, s->db[DB_NODE], node_doomed, &d, deleted, err);
     rc = rc ? rc : delete_bundles(s, &d, err);
-    return rc ? rc : delete_keys(s, s->db[DB_SPAN], span_doomed, &d, deleted, err);
+    rc = rc ? rc : delete_keys(s, s->db[DB_SPAN], span_doomed, &d, deleted, err);
+    if (rc == FC_OK) {
+        uint64_t n = 0; /* an index, not windows: not counted as deleted ones */
+        rc = delete_keys(s, s->db[DB_TRACE], trace_doomed, &d, &n, err);
+    }
+    return rc;
 }
 
 int fc_store_compact_before(struct fc_store *s, int64_t cutoff_s, uint64_t *deleted,

@@ -22,7 +22,7 @@
  *   node   tenant 0 be32(base) u8(level) be64(window start, s)
  *                                              -> le64 total, zstd tree
  *   span   tenant 0 be64(span id) be32(series) be64(10 s window) -> le64 total, zstd tree
- *   trace  tenant 0 trace id (16 bytes) be64(span id) -> ""
+ *   trace  tenant 0 trace id (16 bytes) be64(span id) -> le64 latest 10 s window ("" before)
  *   meta   tenant 0 "sym" | "series"           -> next id
  * Canonical labels: name 0x01 value 0x02 ..., sorted by name.
  */
@@ -208,7 +208,8 @@ void fc_store_strings_free(char **v, size_t n);
 
 /*
  * Retention: deletes every window (any level, any tenant) that ends before
- * cutoff_s, and span entries of 10 s windows before it; coarser windows above
+ * cutoff_s, span entries of 10 s windows before it and trace entries whose
+ * span's latest window is before it; coarser windows above
  * a deleted one that end after it are marked dirty (rebuilt without it by the
  * next flush). Freed pages are reused by later writes. Returns the number of
  * entries deleted.

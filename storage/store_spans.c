@@ -5,7 +5,7 @@
  * span and trace queries (store_read.c), open entries included. A span
  * entry is le64 total followed by a zstd tree. The trace -> span index is
  * put in the write's transaction (an index entry: putting it twice is
- * harmless).
+ * harmless), its value the span's latest 10 s window, for retention.
  */
 #include "storage/store.h"
 #include "storage/store_int.h"
@@ -89,6 +89,25 @@ struct span_tree {
     struct fc_tree tree;
 };
 
+/*
+ * The trace -> span entry k, its value the latest 10 s window written for
+ * it (le64), so that retention deletes it with the span's windows
+ * (retention.c trace_doomed); not written again when it holds that already.
+ */
+static int trace_put(struct writer *w, struct key *k, int64_t window)
+{
+    MDB_val kv = val(k->b, k->n), v;
+    int64_t had;
+
+    if (mdb_get(w->txn, w->s->db[DB_TRACE], &kv, &v) == 0 && v.mv_size == 8) {
+        memcpy(&had, v.mv_data, 8);
+        if (had >= window) {
+            return FC_OK;
+        }
+    }
+    return fc_store_put_empty(w, DB_TRACE, k, &window, 8);
+}
+
 /* Indexes a group's samples by span: one tree per (span, series, 10 s window). */
 int fc_store_write_spans(struct writer *w, struct frames *f, const struct fc_batch *b,
                          const struct fc_profile *p, const struct group *g, uint32_t t,
@@ -134,7 +153,7 @@ int fc_store_write_spans(struct writer *w, struct frames *f, const struct fc_bat
             key_tenant(&k, w->tenant);
             key_bytes(&k, spans[j].trace, 16);
             key_bytes(&k, spans[j].span, 8);
-            rc = fc_store_put_empty(w, DB_TRACE, &k, "", 0);
+            rc = trace_put(w, &k, window);
         }
         fc_tree_release(&spans[j].tree);
     }

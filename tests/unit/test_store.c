@@ -2081,6 +2081,26 @@ static void test_series_labels_split_from_their_base(void **state)
     assert_int_equal(sbases, 0);
 }
 
+/* Adds string label (key, value) to every sample of b's profile. */
+static void label_every_sample(struct fc_batch *b, const char *key, const char *value)
+{
+    struct fc_profile *p = &b->profiles[0];
+    struct fc_attr a = {0};
+    uint32_t id, idx[64];
+
+    assert_int_equal(fc_dict_cstring(b, key, &a.key), FC_OK);
+    assert_int_equal(fc_dict_cstring(b, value, &a.v.str), FC_OK);
+    a.kind = FC_ATTR_STR;
+    assert_int_equal(fc_dict_attr(b, &a, &id), FC_OK);
+    for (uint32_t i = 0; i < p->n_samples; i++) {
+        struct fc_sample *smp = &p->samples[i];
+        assert_true(smp->attrs.n < 63);
+        memcpy(idx, fc_span_idx(b, smp->attrs), smp->attrs.n * sizeof(uint32_t));
+        idx[smp->attrs.n] = id;
+        assert_int_equal(fc_dict_span(b, idx, smp->attrs.n + 1, &smp->attrs), FC_OK);
+    }
+}
+
 /*
  * A sample label whose value holds 0x02 name 0x01 (labels are stored
  * unescaped, so it reads as one more label, here pod=p9) sorting after the
@@ -2092,28 +2112,73 @@ static void test_label_value_posing_as_a_label_not_split(void **state)
 {
     struct fc_store *s2 = open_sub("posing");
     struct fc_batch *b = load_pod(0, BASE, "ps");
-    struct fc_profile *p = &b->profiles[0];
-    struct fc_attr a = {0};
-    uint32_t id, idx[64];
     struct fc_error err = {0};
 
     (void)state;
-    assert_int_equal(fc_dict_cstring(b, "zz", &a.key), FC_OK);
-    assert_int_equal(fc_dict_cstring(b, "x\x02pod\x01p9", &a.v.str), FC_OK);
-    a.kind = FC_ATTR_STR;
-    assert_int_equal(fc_dict_attr(b, &a, &id), FC_OK);
-    for (uint32_t i = 0; i < p->n_samples; i++) {
-        struct fc_sample *smp = &p->samples[i];
-        assert_true(smp->attrs.n < 63);
-        memcpy(idx, fc_span_idx(b, smp->attrs), smp->attrs.n * sizeof(uint32_t));
-        idx[smp->attrs.n] = id;
-        assert_int_equal(fc_dict_span(b, idx, smp->attrs.n + 1, &smp->attrs), FC_OK);
-    }
+    label_every_sample(b, "zz", "x\x02pod\x01p9");
     assert_int_equal(fc_store_write(s2, &b, 1, &err), FC_OK);
     fc_batch_unref(b);
     assert_int_equal(cpu_of(s2, "ps", "pod=\"p0\""), GO_CPU_TOTAL);
     assert_int_equal(cpu_of(s2, "ps", "pod=\"p9\""), 0);
     fc_store_close(s2);
+}
+
+/* Pod p0's Go CPU profile at t, every sample in span `span` of trace `trace` (hex). */
+static void write_traced(struct fc_store *s2, int64_t t, const char *span, const char *trace)
+{
+    struct fc_batch *b = load_pod(0, t, "tr");
+    struct fc_error err = {0};
+
+    label_every_sample(b, "span_id", span);
+    label_every_sample(b, "trace_id", trace);
+    assert_int_equal(fc_store_write(s2, &b, 1, &err), FC_OK);
+    fc_batch_unref(b);
+}
+
+/*
+ * Retention deletes the trace -> span entries of spans whose windows it
+ * deleted: trace 1 (span ab) only 40 days ago, trace 2 (span cd) now,
+ * trace 3 (span ef) now and then, written out of order, 40 days ago last.
+ * After everything 35 days old goes, by hand: the entries of traces 2 and
+ * 3 stay, trace 1's goes, and trace 2 still finds its profile.
+ */
+static void test_retention_deletes_old_trace_entries(void **state)
+{
+    static const char *const dbs[] = {"trace"};
+    static const uint8_t trace2[1][16] = {{0x4b, 0xf9, 0x2f, 0x35, 0x77, 0xb3, 0x4d, 0xa6, 0xa3,
+                                           0xce, 0x92, 0x9d, 0x0e, 0x0e, 0x47, 0x37}};
+    const int64_t later = BASE + 40 * 86400;
+    struct fc_store *s2 = open_sub("traces");
+    struct fc_error err = {0};
+    struct fc_selector sel;
+    struct fc_store_query q = {0};
+    uint64_t deleted = 0;
+    size_t entries;
+    char sub[128];
+
+    (void)state;
+    snprintf(sub, sizeof(sub), "%s/traces", dir);
+    write_traced(s2, BASE, "00000000000000ab", "4bf92f3577b34da6a3ce929d0e0e4736");
+    write_traced(s2, later, "00000000000000cd", "4bf92f3577b34da6a3ce929d0e0e4737");
+    write_traced(s2, later + 10, "00000000000000ef", "4bf92f3577b34da6a3ce929d0e0e4738");
+    write_traced(s2, BASE + 10, "00000000000000ef", "4bf92f3577b34da6a3ce929d0e0e4738");
+    fc_store_close(s2);
+    db_entries(sub, dbs, 1, &entries);
+    assert_int_equal(entries, 3);
+
+    s2 = open_sub("traces");
+    assert_int_equal(fc_store_delete_before(s2, BASE + 35 * 86400, &deleted, &err), FC_OK);
+    assert_int_equal(fc_selector_parse("process_cpu:cpu:nanoseconds:cpu:nanoseconds{}", &sel, &err),
+                     FC_OK);
+    q.tenant = "tr";
+    q.selector = &sel;
+    q.trace_ids = trace2;
+    q.n_trace_ids = 1;
+    assert_int_equal(range_total(s2, &q, later - 3600, later + 3600), GO_CPU_TOTAL);
+    fc_selector_release(&sel);
+    fc_store_close(s2);
+    db_entries(sub, dbs, 1, &entries);
+    assert_int_equal(entries, 2);
 }
 
 /* One label of canonical labels, for sorting by name: its bytes and its name's length. */
@@ -4466,6 +4531,7 @@ int main(void)
         cmocka_unit_test(test_retention_deletes_old_windows_and_frees_pages),
         cmocka_unit_test(test_retention_forgets_pods_left_without_data),
         cmocka_unit_test(test_forget_keeps_an_aggregate_key_that_shares_a_pods_prefix),
+        cmocka_unit_test(test_retention_deletes_old_trace_entries),
         cmocka_unit_test(test_deep_stack_round_trips),
         cmocka_unit_test(test_hostile_trees_refused),
         cmocka_unit_test(test_selfs_stored_divided_by_their_scale),
