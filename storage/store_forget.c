@@ -17,8 +17,8 @@
  *
  * The writer's id cache knows bases and series by their labels; it is
  * emptied after a pass that forgot any, so a pod that comes back is made
- * again rather than written under ids that are gone. One base is forgotten
- * in one transaction, whole or not at all.
+ * again rather than written under ids that are gone. A transaction forgets
+ * up to 64 bases, each whole or not at all; a failed one is tried again.
  */
 #include "storage/store.h"
 #include "storage/store_int.h"
@@ -54,12 +54,12 @@ static bool has_prefix(MDB_txn *txn, MDB_dbi db, const struct key *k)
 }
 
 /*
- * Whether every series of this store is found under its base in `series`
- * (format 13 and later): no key there is a hash of a series' labels whose
- * id has labels in `sid` (the service aggregates' ids have the same keys
- * but no `sid`).
+ * 1 when every series of this store is found under its base in `series`
+ * (format 13 and later), -1 when not, 0 when a read failed: no key there is a hash of a series'
+ * labels whose id has labels in `sid` (the service aggregates' ids have the same keys but no
+ * `sid`).
  */
-static bool series_by_base(struct fc_store *s, MDB_txn *txn)
+static int series_by_base(struct fc_store *s, MDB_txn *txn)
 {
     MDB_cursor *c;
     MDB_val kv, v;
@@ -67,7 +67,7 @@ static bool series_by_base(struct fc_store *s, MDB_txn *txn)
     int g;
 
     if (mdb_cursor_open(txn, s->db[DB_SERIES], &c) != 0) {
-        return false;
+        return 0;
     }
     for (g = mdb_cursor_get(c, &kv, &v, MDB_FIRST); g == 0 && ok;
          g = mdb_cursor_get(c, &kv, &v, MDB_NEXT)) {
@@ -90,7 +90,10 @@ static bool series_by_base(struct fc_store *s, MDB_txn *txn)
         ok = false; /* not a key this build makes */
     }
     mdb_cursor_close(c);
-    return ok && (g == 0 || g == MDB_NOTFOUND);
+    if (ok && g != 0 && g != MDB_NOTFOUND) {
+        return 0; /* a read error: not known, asked again next time */
+    }
+    return ok ? 1 : -1;
 }
 
 /* Removes id from the postings of (name, value) (lv: their key so far); *empty when none are left.
@@ -316,25 +319,44 @@ static int forget_base(struct fc_store *s, MDB_txn *txn, const char *tenant, uin
         fc_buf_release(&base_canon);
         return 0;
     }
+    /*
+     * Every series' labels first, copied (the deletes move LMDB's pages): a
+     * series whose labels cannot be read (a read error, a damaged `sid`)
+     * keeps its base, whose postings would otherwise keep its id for ever.
+     */
+    size_t *ends = fc_xcalloc(n ? n : 1, sizeof(*ends));
     for (size_t i = 0; rc == 0 && i < n; i++) {
         struct series_labels l;
-        fc_buf_reset(&labels);
-        if (fc_store_sid_get(s, txn, tenant, ids[i], &l)) {
-            fc_store_series_canonical(&l, &labels); /* copied: the deletes move LMDB's pages */
-            rc = unindex(s, txn, tenant, ids[i], (const char *)labels.data, labels.len);
+        if (!fc_store_sid_get(s, txn, tenant, ids[i], &l)) {
+            free(ends);
+            free(ids);
+            fc_buf_release(&labels);
+            fc_buf_release(&base_canon);
+            return 0;
         }
+        fc_store_series_canonical(&l, &labels);
+        ends[i] = labels.len;
+    }
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        size_t from = i == 0 ? 0 : ends[i - 1];
+        rc = unindex(s, txn, tenant, ids[i], (const char *)labels.data + from, ends[i] - from);
         key_tenant(&k, tenant);
         key_be32(&k, ids[i]);
         rc = rc ? rc : del_key(s, txn, DB_SID, &k);
         rc = rc ? rc : del_key(s, txn, DB_SBASE, &k);
     }
+    free(ends);
     rc = rc ? rc : del_base_series(s, txn, &bk);
     key_tenant(&k, tenant);
     key_h128(&k, base_canon.data != NULL ? (const char *)base_canon.data : "", base_canon.len);
     kv = val(k.b, k.n);
-    if (rc == 0 && mdb_get(txn, s->db[DB_BASE], &kv, &v) == 0 && v.mv_size == 4 &&
-        be32(v.mv_data) == base) {
-        rc = del_key(s, txn, DB_BASE, &k); /* the labels' id, when it is this base's */
+    if (rc == 0) {
+        int g = mdb_get(txn, s->db[DB_BASE], &kv, &v);
+        if (g == 0 && v.mv_size == 4 && be32(v.mv_data) == base) {
+            rc = del_key(s, txn, DB_BASE, &k); /* the labels' id, when it is this base's */
+        } else if (g != 0 && g != MDB_NOTFOUND) {
+            rc = g; /* unknown: the group is not forgotten */
+        }
     }
     rc = rc ? rc : del_key(s, txn, DB_BID, &bk);
     if (rc == 0) {
@@ -366,6 +388,8 @@ int fc_store_forget_empty(struct fc_store *s, int64_t budget_ns, uint64_t *bases
     }
     while (rc == 0 && more && fc_now_mono_ns() < until) {
         struct key group[FORGET_GROUP];
+        uint8_t start[sizeof(p->next)];
+        size_t start_n;
         uint64_t got = 0, got_series = 0;
         size_t n = 0;
         MDB_txn *txn;
@@ -376,10 +400,14 @@ int fc_store_forget_empty(struct fc_store *s, int64_t budget_ns, uint64_t *bases
             break;
         }
         if (p->by_base == 0) {
-            p->by_base = series_by_base(s, txn) ? 1 : -1;
+            p->by_base = series_by_base(s, txn);
         }
-        if (p->by_base < 0) {
+        if (p->by_base <= 0) {
             mdb_txn_abort(txn);
+            if (p->by_base == 0) {
+                rc = EIO; /* unknown: tried again next pass */
+                break;
+            }
             return FC_OK; /* series of format 12 or before: pods are kept */
         }
         if ((rc = mdb_cursor_open(txn, s->db[DB_BID], &c)) != 0) {
@@ -387,6 +415,8 @@ int fc_store_forget_empty(struct fc_store *s, int64_t budget_ns, uint64_t *bases
             break;
         }
         /* The group's keys first: the deletes below would move the cursor's pages. */
+        memcpy(start, p->next, p->next_n);
+        start_n = p->next_n;
         kv = val(p->next, p->next_n);
         for (g = mdb_cursor_get(c, &kv, &v, p->next_n > 0 ? MDB_SET_RANGE : MDB_FIRST);
              g == 0 && n < FORGET_GROUP; g = mdb_cursor_get(c, &kv, &v, MDB_NEXT)) {
@@ -424,6 +454,10 @@ int fc_store_forget_empty(struct fc_store *s, int64_t budget_ns, uint64_t *bases
         } else if ((rc = mdb_txn_commit(txn)) == 0) {
             *bases += got;
             *series += got_series;
+        }
+        if (rc != 0) {
+            memcpy(p->next, start, start_n); /* a failed group is tried again next pass */
+            p->next_n = start_n;
         }
     }
     if (*bases > 0) {

@@ -277,8 +277,8 @@ static void retention_pass(struct store_exporter *x)
         }
         if (rc != FC_OK && rc != FC_EAGAIN) {
             char msg[600];
-            snprintf(msg, sizeof(msg), "retention: %s", forget_err.msg);
-            log_limited(x, FC_STORE_FAILURE_KINDS, msg);
+            snprintf(msg, sizeof(msg), "retention: forgetting pods: %s", forget_err.msg);
+            log_limited(x, FC_STORE_FAILURE_KINDS + 1, msg); /* its own line: retention's too */
         }
     }
     if (x->cfg->bundle_after > 0 && !fc_store_full(x->store)) {

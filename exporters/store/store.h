@@ -79,7 +79,7 @@ struct store_exporter {
     uint64_t refused_seen[FC_STORE_FAILURE_KINDS];    /* the store's counts already added */
     int64_t next_retention_ns;                        /* CLOCK_MONOTONIC */
     /* Writer-thread log lines under a lasting failure: one per kind per minute. */
-    struct fc_log_limit log_limits[FC_STORE_FAILURE_KINDS + 1]; /* the last: retention */
+    struct fc_log_limit log_limits[FC_STORE_FAILURE_KINDS + 2]; /* then retention, forget */
 };
 
 /* A growable list of u64: the work list of the (iterative) tree walks. */

@@ -1547,6 +1547,9 @@ static int64_t pods_matching(struct fc_store *s2, const char *re, int64_t from, 
 
 static struct fc_batch *stacks_batch(const char *svc, int64_t time_s, uint32_t depth,
                                      uint32_t n_names, const int64_t *values, size_t n_values);
+static size_t postings_layout(const char *sub, size_t *chunks, size_t *short_chunks, size_t *ones,
+                              size_t *value_bytes);
+static size_t sid_label_pairs(const char *sub);
 
 /*
  * A service aggregate's series key (tenant 0 h128("\0a" service "\0"
@@ -1588,6 +1591,32 @@ static void test_forget_keeps_an_aggregate_key_that_shares_a_pods_prefix(void **
                                        "\"s34733535\",pod=~\".+\"}",
                                        &by_pod, &err),
                      FC_OK);
+    fc_store_close(s2);
+    {
+        /* The case itself: an aggregate's series key (16 bytes after "c\0") starting be32(7). */
+        static const uint8_t seven[] = {'c', 0, 0, 0, 0, 7};
+        char sub[128];
+        MDB_env *env;
+        MDB_txn *txn;
+        MDB_dbi db;
+        MDB_cursor *c;
+        MDB_val k = {sizeof(seven), (void *)seven}, v;
+        bool found = false;
+        snprintf(sub, sizeof(sub), "%s/forget-collide", dir);
+        lmdb_begin(sub, MDB_RDONLY, &env, &txn);
+        assert_int_equal(mdb_dbi_open(txn, "series", 0, &db), 0);
+        assert_int_equal(mdb_cursor_open(txn, db, &c), 0);
+        for (int g = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
+             g == 0 && k.mv_size >= sizeof(seven) && memcmp(k.mv_data, seven, sizeof(seven)) == 0;
+             g = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+            found |= k.mv_size == 2 + 16;
+        }
+        mdb_cursor_close(c);
+        mdb_txn_abort(txn);
+        mdb_env_close(env);
+        assert_true(found);
+    }
+    s2 = open_sub("forget-collide");
     q.tenant = "c";
     q.selector = &by_pod;
     one = range_total(s2, &q, later, later + 10); /* pod p0's samples: one profile's */
@@ -1712,6 +1741,12 @@ static void test_retention_forgets_pods_left_without_data(void **state)
     assert_int_equal(after[LV], before[LV] - 3); /* p2-p4 (p1 and gone=x came back) */
     assert_int_equal(after[LN], before[LN]);
     assert_true(after[POST] < before[POST]);
+    {
+        /* Every id the postings list has labels in sid, one posting per label: none is left. */
+        size_t chunks, short_chunks, ones, value_bytes;
+        assert_int_equal(postings_layout(sub, &chunks, &short_chunks, &ones, &value_bytes),
+                         sid_label_pairs(sub));
+    }
 }
 
 /*
@@ -2135,23 +2170,51 @@ static void write_traced(struct fc_store *s2, int64_t t, const char *span, const
     fc_batch_unref(b);
 }
 
+/* The trace ids the trace test writes: 4bf92f3577b34da6a3ce929d0e0e47 then n. */
+static void trace_id_of(uint8_t n, uint8_t out[16])
+{
+    static const uint8_t head[15] = {0x4b, 0xf9, 0x2f, 0x35, 0x77, 0xb3, 0x4d, 0xa6,
+                                     0xa3, 0xce, 0x92, 0x9d, 0x0e, 0x0e, 0x47};
+    memcpy(out, head, 15);
+    out[15] = n;
+}
+
+/* The CPU total trace n finds over [from, until). */
+static int64_t trace_total(struct fc_store *s2, uint8_t n, int64_t from, int64_t until)
+{
+    uint8_t ids[1][16];
+    struct fc_selector sel;
+    struct fc_store_query q = {0};
+    struct fc_error err = {0};
+    int64_t total;
+
+    trace_id_of(n, ids[0]);
+    assert_int_equal(fc_selector_parse("process_cpu:cpu:nanoseconds:cpu:nanoseconds{}", &sel, &err),
+                     FC_OK);
+    q.tenant = "tr";
+    q.selector = &sel;
+    q.trace_ids = (const uint8_t(*)[16])ids;
+    q.n_trace_ids = 1;
+    total = range_total(s2, &q, from, until);
+    fc_selector_release(&sel);
+    return total;
+}
+
 /*
  * Retention deletes the trace -> span entries of spans whose windows it
- * deleted: trace 1 (span ab) only 40 days ago, trace 2 (span cd) now,
- * trace 3 (span ef) now and then, written out of order, 40 days ago last.
- * After everything 35 days old goes, by hand: the entries of traces 2 and
- * 3 stay, trace 1's goes, and trace 2 still finds its profile.
+ * deleted. Trace 0x36 (span ab) only 40 days ago; 0x37 (cd) now; 0x38 (ef)
+ * now and then, written out of order, the old one last; 0x3a (a1) in the
+ * last 10 s window that ends by the cutoff, 0x3b (a2) in the first that
+ * does not; 0x39 an entry as builds before kept it (no time: it stays). By
+ * hand, after everything 35 days old goes: 0x37, 0x38, 0x3b and 0x39 stay,
+ * and 0x37 and 0x38 each find their one profile left.
  */
 static void test_retention_deletes_old_trace_entries(void **state)
 {
     static const char *const dbs[] = {"trace"};
-    static const uint8_t trace2[1][16] = {{0x4b, 0xf9, 0x2f, 0x35, 0x77, 0xb3, 0x4d, 0xa6, 0xa3,
-                                           0xce, 0x92, 0x9d, 0x0e, 0x0e, 0x47, 0x37}};
-    const int64_t later = BASE + 40 * 86400;
+    const int64_t later = BASE + 40 * 86400, cutoff = BASE + 35 * 86400;
     struct fc_store *s2 = open_sub("traces");
     struct fc_error err = {0};
-    struct fc_selector sel;
-    struct fc_store_query q = {0};
     uint64_t deleted = 0;
     size_t entries;
     char sub[128];
@@ -2162,23 +2225,35 @@ static void test_retention_deletes_old_trace_entries(void **state)
     write_traced(s2, later, "00000000000000cd", "4bf92f3577b34da6a3ce929d0e0e4737");
     write_traced(s2, later + 10, "00000000000000ef", "4bf92f3577b34da6a3ce929d0e0e4738");
     write_traced(s2, BASE + 10, "00000000000000ef", "4bf92f3577b34da6a3ce929d0e0e4738");
+    write_traced(s2, cutoff - 10, "00000000000000a1", "4bf92f3577b34da6a3ce929d0e0e473a");
+    write_traced(s2, cutoff, "00000000000000a2", "4bf92f3577b34da6a3ce929d0e0e473b");
     fc_store_close(s2);
+    {
+        MDB_env *env;
+        MDB_txn *txn;
+        MDB_dbi db;
+        uint8_t key[3 + 16 + 8] = {'t', 'r', 0};
+        MDB_val k = {sizeof(key), key}, v = {0, (void *)""};
+        trace_id_of(0x39, key + 3);
+        memset(key + 19, 0xaa, 8);
+        lmdb_begin(sub, 0, &env, &txn);
+        assert_int_equal(mdb_dbi_open(txn, "trace", 0, &db), 0);
+        assert_int_equal(mdb_put(txn, db, &k, &v, 0), 0);
+        assert_int_equal(mdb_txn_commit(txn), 0);
+        mdb_env_close(env);
+    }
     db_entries(sub, dbs, 1, &entries);
-    assert_int_equal(entries, 3);
+    assert_int_equal(entries, 6);
 
     s2 = open_sub("traces");
-    assert_int_equal(fc_store_delete_before(s2, BASE + 35 * 86400, &deleted, &err), FC_OK);
-    assert_int_equal(fc_selector_parse("process_cpu:cpu:nanoseconds:cpu:nanoseconds{}", &sel, &err),
-                     FC_OK);
-    q.tenant = "tr";
-    q.selector = &sel;
-    q.trace_ids = trace2;
-    q.n_trace_ids = 1;
-    assert_int_equal(range_total(s2, &q, later - 3600, later + 3600), GO_CPU_TOTAL);
-    fc_selector_release(&sel);
+    assert_int_equal(trace_total(s2, 0x38, BASE, later + 3600), 2 * GO_CPU_TOTAL);
+    assert_int_equal(fc_store_delete_before(s2, cutoff, &deleted, &err), FC_OK);
+    assert_int_equal(trace_total(s2, 0x37, BASE, later + 3600), GO_CPU_TOTAL);
+    assert_int_equal(trace_total(s2, 0x38, BASE, later + 3600), GO_CPU_TOTAL);
+    assert_int_equal(trace_total(s2, 0x3b, BASE, later + 3600), GO_CPU_TOTAL);
     fc_store_close(s2);
     db_entries(sub, dbs, 1, &entries);
-    assert_int_equal(entries, 2);
+    assert_int_equal(entries, 4);
 }
 
 /* One label of canonical labels, for sorting by name: its bytes and its name's length. */
