@@ -96,58 +96,74 @@ static int series_by_base(struct fc_store *s, MDB_txn *txn)
     return ok ? 1 : -1;
 }
 
-/* Removes id from the postings of (name, value) (lv: their key so far); *empty when none are left.
+/*
+ * Removes ids (sorted, m of them) from the postings of (name, value) (lv:
+ * their key so far), each chunk rewritten once for all of its ids (a pod's
+ * series ids follow each other: mostly one or two chunks); *empty when none
+ * are left.
  */
-static int posting_remove(struct fc_store *s, MDB_txn *txn, const struct key *lv, uint32_t id,
-                          bool *empty)
+static int postings_remove(struct fc_store *s, MDB_txn *txn, const struct key *lv,
+                           const uint32_t *ids, size_t m, bool *empty)
 {
-    uint32_t ids[FC_STORE_POSTING_IDS];
-    struct key k = *lv;
+    uint32_t got[FC_STORE_POSTING_IDS];
     MDB_cursor *c;
-    MDB_val kv, v;
-    size_t n = 0;
+    size_t i = 0;
     int rc;
 
     *empty = false;
-    key_be32(&k, id);
-    k.b[k.n++] = FC_STORE_POSTING_DELTAS + 1; /* past both chunk keys of a first id of id */
     if ((rc = mdb_cursor_open(txn, s->db[DB_POST], &c)) != 0) {
         return rc;
     }
-    kv = val(k.b, k.n);
-    rc = mdb_cursor_get(c, &kv, &v, MDB_SET_RANGE);
-    if (rc == 0 || rc == MDB_NOTFOUND) {
-        rc = mdb_cursor_get(c, &kv, &v, rc == 0 ? MDB_PREV : MDB_LAST);
-    }
-    /* The chunk with the greatest first id <= id: chunks are in order and do not overlap. */
-    if (rc == 0 && kv.mv_size >= lv->n + 4 && memcmp(kv.mv_data, lv->b, lv->n) == 0 &&
-        fc_store_posting_ids(&kv, lv->n, &v, ids, &n)) {
-        size_t at = 0, m = 0;
-        for (; at < n && ids[at] != id; at++) {
+    while (rc == 0 && i < m) {
+        struct key k = *lv;
+        MDB_val kv, v;
+        size_t n = 0, kept = 0, j = i;
+        key_be32(&k, ids[i]);
+        k.b[k.n++] = FC_STORE_POSTING_DELTAS + 1; /* past both chunk keys of a first id ids[i] */
+        kv = val(k.b, k.n);
+        rc = mdb_cursor_get(c, &kv, &v, MDB_SET_RANGE);
+        if (rc == 0 || rc == MDB_NOTFOUND) {
+            rc = mdb_cursor_get(c, &kv, &v, rc == 0 ? MDB_PREV : MDB_LAST);
         }
-        if (at < n && (rc = mdb_cursor_del(c, 0)) == 0) {
-            for (size_t i = 0; i < n; i++) {
-                if (i != at) {
-                    ids[m++] = ids[i];
-                }
+        /* The chunk with the greatest first id <= ids[i]: chunks are in order and do not overlap.
+         */
+        if (rc != 0 || kv.mv_size < lv->n + 4 || memcmp(kv.mv_data, lv->b, lv->n) != 0 ||
+            !fc_store_posting_ids(&kv, lv->n, &v, got, &n) || n == 0) {
+            rc = rc == MDB_NOTFOUND ? 0 : rc;
+            i++; /* not listed (or a chunk that does not decode): nothing to remove */
+            continue;
+        }
+        for (size_t g = 0; g < n; g++) {
+            while (j < m && ids[j] < got[g]) {
+                j++; /* not listed */
             }
-            if (m > 0) {
-                struct fc_buf deltas;
-                fc_buf_init(&deltas, 0);
-                for (size_t i = 1; i < m; i++) {
-                    fc_pb_put_varint(&deltas, ids[i] - ids[i - 1]);
-                }
-                k = *lv;
-                key_be32(&k, ids[0]);
-                k.b[k.n++] = FC_STORE_POSTING_DELTAS;
-                kv = val(k.b, k.n);
-                v = val(deltas.data != NULL ? deltas.data : (const uint8_t *)"", deltas.len);
-                rc = mdb_put(txn, s->db[DB_POST], &kv, &v, 0);
-                fc_buf_release(&deltas);
+            if (j < m && ids[j] == got[g]) {
+                j++;
+            } else {
+                got[kept++] = got[g];
             }
         }
-    } else if (rc == 0 || rc == MDB_NOTFOUND) {
-        rc = 0; /* not listed (or a chunk that does not decode): nothing to remove */
+        while (j < m && ids[j] <= got[n - 1]) {
+            j++;
+        }
+        if (j == i) {
+            j++; /* past the chunk's last id: not listed */
+        }
+        if (kept < n && (rc = mdb_cursor_del(c, 0)) == 0 && kept > 0) {
+            struct fc_buf deltas;
+            fc_buf_init(&deltas, 0);
+            for (size_t g = 1; g < kept; g++) {
+                fc_pb_put_varint(&deltas, got[g] - got[g - 1]);
+            }
+            k = *lv;
+            key_be32(&k, got[0]);
+            k.b[k.n++] = FC_STORE_POSTING_DELTAS;
+            kv = val(k.b, k.n);
+            v = val(deltas.data != NULL ? deltas.data : (const uint8_t *)"", deltas.len);
+            rc = mdb_put(txn, s->db[DB_POST], &kv, &v, 0);
+            fc_buf_release(&deltas);
+        }
+        i = j;
     }
     mdb_cursor_close(c);
     if (rc == 0) {
@@ -165,33 +181,85 @@ static int del_key(struct fc_store *s, MDB_txn *txn, int db, const struct key *k
     return rc == MDB_NOTFOUND ? 0 : rc;
 }
 
-/* The label index entries of one series (canonical labels, copied out of LMDB). */
-static int unindex(struct fc_store *s, MDB_txn *txn, const char *tenant, uint32_t id,
-                   const char *canon, size_t len)
+/* One label of a series being forgotten: h64 of its name and of its value, and the series. */
+struct label_of {
+    uint64_t name, value;
+    uint32_t id;
+};
+
+static int by_label_then_id(const void *a, const void *b)
+{
+    const struct label_of *x = a, *y = b;
+
+    if (x->name != y->name) {
+        return x->name < y->name ? -1 : 1;
+    }
+    if (x->value != y->value) {
+        return x->value < y->value ? -1 : 1;
+    }
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
+/*
+ * Appends the (name, value) of each label of series id (canonical labels,
+ * copied out of LMDB) to *out; a damaged label ends the list (what it
+ * names stays indexed).
+ */
+static void labels_of(uint32_t id, const char *canon, size_t len, struct label_of **out, size_t *n,
+                      size_t *cap)
 {
     const char *p = canon, *end = canon + len;
-    int rc = 0;
 
-    while (rc == 0 && p < end) {
+    while (p < end) {
         const char *name = p, *sep = memchr(p, 1, (size_t)(end - p)), *value, *stop;
-        struct key ln, lv;
-        bool empty;
         if (sep == NULL || (stop = memchr(sep + 1, 2, (size_t)(end - sep - 1))) == NULL) {
-            break; /* damaged: what it names stays indexed */
+            break;
         }
         value = sep + 1;
         p = stop + 1;
+        if (*n == *cap) {
+            *cap = *cap ? *cap * 2 : 256;
+            *out = fc_xrealloc(*out, *cap * sizeof(**out));
+        }
+        (*out)[*n].name = XXH3_64bits(name, (size_t)(sep - name));
+        (*out)[*n].value = XXH3_64bits(value, (size_t)(stop - value));
+        (*out)[*n].id = id;
+        (*n)++;
+    }
+}
+
+/*
+ * The label index entries of forgotten series (their labels ls, n of them,
+ * sorted by label then id): each (name, value)'s postings without them, its
+ * `lv` when none are left, and its name's `ln` when that has no value left.
+ */
+static int unindex(struct fc_store *s, MDB_txn *txn, const char *tenant, const struct label_of *ls,
+                   size_t n)
+{
+    uint32_t *ids = fc_xmalloc((n ? n : 1) * sizeof(*ids));
+    int rc = 0;
+
+    for (size_t i = 0, j; rc == 0 && i < n; i = j) {
+        struct key ln, lv;
+        size_t m = 0;
+        bool empty;
+        for (j = i; j < n && ls[j].name == ls[i].name && ls[j].value == ls[i].value; j++) {
+            if (m == 0 || ids[m - 1] != ls[j].id) {
+                ids[m++] = ls[j].id;
+            }
+        }
         key_tenant(&ln, tenant);
-        key_h64(&ln, name, (size_t)(sep - name));
+        key_be64(&ln, ls[i].name);
         lv = ln;
-        key_h64(&lv, value, (size_t)(stop - value));
-        if ((rc = posting_remove(s, txn, &lv, id, &empty)) == 0 && empty) {
+        key_be64(&lv, ls[i].value);
+        if ((rc = postings_remove(s, txn, &lv, ids, m, &empty)) == 0 && empty) {
             rc = del_key(s, txn, DB_LV, &lv);
             if (rc == 0 && !has_prefix(txn, s->db[DB_LV], &ln)) {
                 rc = del_key(s, txn, DB_LN, &ln);
             }
         }
     }
+    free(ids);
     return rc;
 }
 
@@ -324,28 +392,30 @@ static int forget_base(struct fc_store *s, MDB_txn *txn, const char *tenant, uin
      * series whose labels cannot be read (a read error, a damaged `sid`)
      * keeps its base, whose postings would otherwise keep its id for ever.
      */
-    size_t *ends = fc_xcalloc(n ? n : 1, sizeof(*ends));
+    struct label_of *ls = NULL;
+    size_t n_ls = 0, cap_ls = 0;
     for (size_t i = 0; rc == 0 && i < n; i++) {
         struct series_labels l;
         if (!fc_store_sid_get(s, txn, tenant, ids[i], &l)) {
-            free(ends);
+            free(ls);
             free(ids);
             fc_buf_release(&labels);
             fc_buf_release(&base_canon);
             return 0;
         }
+        fc_buf_reset(&labels);
         fc_store_series_canonical(&l, &labels);
-        ends[i] = labels.len;
+        labels_of(ids[i], (const char *)labels.data, labels.len, &ls, &n_ls, &cap_ls);
     }
+    qsort(ls, n_ls, sizeof(*ls), by_label_then_id);
+    rc = unindex(s, txn, tenant, ls, n_ls);
+    free(ls);
     for (size_t i = 0; rc == 0 && i < n; i++) {
-        size_t from = i == 0 ? 0 : ends[i - 1];
-        rc = unindex(s, txn, tenant, ids[i], (const char *)labels.data + from, ends[i] - from);
         key_tenant(&k, tenant);
         key_be32(&k, ids[i]);
-        rc = rc ? rc : del_key(s, txn, DB_SID, &k);
+        rc = del_key(s, txn, DB_SID, &k);
         rc = rc ? rc : del_key(s, txn, DB_SBASE, &k);
     }
-    free(ends);
     rc = rc ? rc : del_base_series(s, txn, &bk);
     key_tenant(&k, tenant);
     key_h128(&k, base_canon.data != NULL ? (const char *)base_canon.data : "", base_canon.len);
