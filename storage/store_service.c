@@ -157,11 +157,12 @@ int fc_store_service_route(struct writer *w, const char *service, const char *ty
     return rc;
 }
 
-static bool find_id(struct reader *r, int db, const struct key *k, uint32_t *id)
+/* The be32 id under key k of db in txn, when there. */
+static bool find_id(struct fc_store *s, MDB_txn *txn, int db, const struct key *k, uint32_t *id)
 {
     MDB_val kv = val(k->b, k->n), v;
 
-    if (mdb_get(r->txn, r->s->db[db], &kv, &v) != 0 || v.mv_size != 4) {
+    if (mdb_get(txn, s->db[db], &kv, &v) != 0 || v.mv_size != 4) {
         return false;
     }
     *id = be32(v.mv_data);
@@ -173,16 +174,10 @@ bool fc_store_service_first_base(struct fc_store *s, MDB_txn *txn, const char *t
 {
     char *svc = fc_xstrndup(service, service_len);
     struct key k;
-    MDB_val kv, v;
 
     service_key(&k, tenant, 'f', svc, NULL);
     free(svc);
-    kv = val(k.b, k.n);
-    if (mdb_get(txn, s->db[DB_META], &kv, &v) != 0 || v.mv_size != 4) {
-        return false;
-    }
-    *base = be32(v.mv_data);
-    return true;
+    return find_id(s, txn, DB_META, &k, base);
 }
 
 bool fc_store_service_of(struct reader *r, const struct fc_store_query *q,
@@ -202,7 +197,7 @@ bool fc_store_service_of(struct reader *r, const struct fc_store_query *q,
     }
     service = sel->matchers[0].value;
     service_key(&k, r->tenant, 'f', service, NULL);
-    if (!find_id(r, DB_META, &k, &out->first.base)) {
+    if (!find_id(r->s, r->txn, DB_META, &k, &out->first.base)) {
         return false; /* no series of the service yet: per series (there are none) */
     }
     service_key(&k, r->tenant, 'l', service, sel->profile_type);
@@ -216,9 +211,9 @@ bool fc_store_service_of(struct reader *r, const struct fc_store_query *q,
         out->first.n = v.mv_size / 4;
     }
     service_key(&k, r->tenant, 'a', service, NULL);
-    if (find_id(r, DB_BASE, &k, &out->agg.base)) {
+    if (find_id(r->s, r->txn, DB_BASE, &k, &out->agg.base)) {
         service_key(&k, r->tenant, 'a', service, sel->profile_type);
-        if (find_id(r, DB_SERIES, &k, &out->agg_series)) {
+        if (find_id(r->s, r->txn, DB_SERIES, &k, &out->agg_series)) {
             out->agg.sids = &out->agg_series;
             out->agg.n = 1;
         }

@@ -1465,6 +1465,15 @@ static struct fc_batch *load_pod(int pod, int64_t t, const char *tenant)
     return b;
 }
 
+/* Writes b (one profile) into s2, which must take it, and lets b go. */
+static void write_batch(struct fc_store *s2, struct fc_batch *b)
+{
+    struct fc_error err = {0};
+
+    assert_int_equal(fc_store_write(s2, &b, 1, &err), FC_OK);
+    fc_batch_unref(b);
+}
+
 /* Writes pods [from, to) in write groups of 7 (a chunk fills across groups and within one). */
 static void write_pods(struct fc_store *s2, int from, int to, const char *tenant)
 {
@@ -1573,15 +1582,13 @@ static void test_forget_keeps_an_aggregate_key_that_shares_a_pods_prefix(void **
     for (int i = 0; i < 10; i++) { /* bases 1, 2, 4-11 (the aggregate of old is 3): old data */
         struct fc_batch *b = load_pod(i, BASE + i * 10, "c");
         assert_int_equal(fc_profile_set_label(b, &b->profiles[0], "service_name", "old"), FC_OK);
-        assert_int_equal(fc_store_write(s2, &b, 1, &err), FC_OK);
-        fc_batch_unref(b);
+        write_batch(s2, b);
     }
     for (int i = 0; i < 2; i++) {
         struct fc_batch *b = load_pod(i, later + i * 10, "c");
         assert_int_equal(fc_profile_set_label(b, &b->profiles[0], "service_name", "s34733535"),
                          FC_OK);
-        assert_int_equal(fc_store_write(s2, &b, 1, &err), FC_OK);
-        fc_batch_unref(b);
+        write_batch(s2, b);
     }
     assert_int_equal(fc_selector_parse("process_cpu:samples:count:cpu:nanoseconds{service_name="
                                        "\"s34733535\"}",
@@ -1664,13 +1671,11 @@ static void test_retention_forgets_pods_left_without_data(void **state)
         if (pod >= 1 && pod <= 4) {
             assert_int_equal(fc_profile_set_label(b, &b->profiles[0], "gone", "x"), FC_OK);
         }
-        assert_int_equal(fc_store_write(s2, &b, 1, &err), FC_OK);
-        fc_batch_unref(b);
+        write_batch(s2, b);
     }
     for (int pod = 5; pod < 10; pod++) {
         struct fc_batch *b = load_pod(pod, later + pod * 10, "f");
-        assert_int_equal(fc_store_write(s2, &b, 1, &err), FC_OK);
-        fc_batch_unref(b);
+        write_batch(s2, b);
     }
     /* Nothing is empty yet: nothing is forgotten. */
     assert_int_equal(fc_store_forget_empty(s2, 0, &pods, &series, &err), FC_OK);
@@ -1685,8 +1690,7 @@ static void test_retention_forgets_pods_left_without_data(void **state)
         /* p1 once more in the old days: its ids in the writer's cache, as a live pod's are. */
         struct fc_batch *b = load_pod(1, BASE + 5, "f");
         assert_int_equal(fc_profile_set_label(b, &b->profiles[0], "gone", "x"), FC_OK);
-        assert_int_equal(fc_store_write(s2, &b, 1, &err), FC_OK);
-        fc_batch_unref(b);
+        write_batch(s2, b);
     }
     assert_int_equal(fc_store_delete_before(s2, BASE + 35 * 86400, &deleted, &err), FC_OK);
     assert_true(deleted > 0);
@@ -1714,8 +1718,7 @@ static void test_retention_forgets_pods_left_without_data(void **state)
     {
         struct fc_batch *b = load_pod(1, later + 100, "f");
         assert_int_equal(fc_profile_set_label(b, &b->profiles[0], "gone", "x"), FC_OK);
-        assert_int_equal(fc_store_write(s2, &b, 1, &err), FC_OK);
-        fc_batch_unref(b);
+        write_batch(s2, b);
     }
     assert_int_equal(pods_matching(s2, "p1", later, later + 3600), GO_CPU_TOTAL);
     assert_int_equal(pods_matching(s2, "p.*", later, later + 3600), 6 * GO_CPU_TOTAL);
@@ -1726,8 +1729,7 @@ static void test_retention_forgets_pods_left_without_data(void **state)
         struct fc_batch *b = stacks_batch("svc-0", later + 200, 2, 2, &zero, 1);
         assert_int_equal(fc_profile_set_label(b, &b->profiles[0], "pod", "idle"), FC_OK);
         fc_batch_set_tenant(b, "f");
-        assert_int_equal(fc_store_write(s2, &b, 1, &err), FC_OK);
-        fc_batch_unref(b);
+        write_batch(s2, b);
         assert_int_equal(fc_store_forget_empty(s2, 0, &pods, &series, &err), FC_OK);
         assert_int_equal(pods, 0);
     }
@@ -2162,12 +2164,10 @@ static void test_label_value_posing_as_a_label_not_split(void **state)
 static void write_traced(struct fc_store *s2, int64_t t, const char *span, const char *trace)
 {
     struct fc_batch *b = load_pod(0, t, "tr");
-    struct fc_error err = {0};
 
     label_every_sample(b, "span_id", span);
     label_every_sample(b, "trace_id", trace);
-    assert_int_equal(fc_store_write(s2, &b, 1, &err), FC_OK);
-    fc_batch_unref(b);
+    write_batch(s2, b);
 }
 
 /* The trace ids the trace test writes: 4bf92f3577b34da6a3ce929d0e0e47 then n. */
