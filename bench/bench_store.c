@@ -20,11 +20,12 @@
  * over 24 h: library ingest per CPU-second, disk per profile against the
  * raw .pb.gz (all 10 s windows kept, then compacted), one-series and
  * whole-service flame graphs over 1 h and 24 h, label names and values,
- * and this process's RssAnon. Last, when the flamecol binary sits beside
- * this one (or FLAMECOL_BIN names it), the real collector: HTTP /ingest
- * into `nop` and into the store (sync: batch, on the pre-filled store of 1
- * and of `many` series) with 4 and 64 requests in flight, `seconds` per
- * phase: profiles per collector CPU-second for both in the same run, their
+ * and this process's RssAnon. Then the same pods (but the one) at the rate
+ * the SDKs push, one profile a pod every 10 s for 200 s: ingest per
+ * CPU-second and disk per profile kept, bundled and compacted. Last, when the flamecol binary sits
+ * beside this one (or FLAMECOL_BIN names it), the real collector: HTTP /ingest into `nop` and into
+ * the store (sync: batch, on the pre-filled store of 1 and of `many` series) with 4 and 64 requests
+ * in flight, `seconds` per phase: profiles per collector CPU-second for both in the same run, their
  * ratio, acknowledgement latency p50/p99, and the collector's RssAnon.
  * `many` = 100 makes a quick run.
  *
@@ -106,6 +107,8 @@ static void sample_self_anon(void)
     }
 }
 
+static void remove_dir(const char *dir);
+
 /* One profile of the scale runs: service SCALE_SERVICE, pod p<pod>. */
 static struct fc_batch *scale_profile(const uint8_t *data, size_t len, int pod, int64_t t_s)
 {
@@ -186,21 +189,12 @@ static struct timing time_query(struct fc_store *store, const char *query, int64
     return t;
 }
 
-/*
- * SCALE_PROFILES profiles over 24 h into a new store, spread over n_series
- * pods of one service, then its figures. Returns the store's directory
- * (closed, kept for the collector runs; the caller removes it).
- */
-static char *scale_run(int n_series, uint8_t *const *cpu, const size_t *cpu_len)
+/* A new store (sync: batch) in dir, a mkdtemp template. */
+static struct fc_store *new_store(char *dir)
 {
-    char *dir = strdup("/tmp/flamecol-bench-scale-XXXXXX");
     struct fc_store_options o = {0};
     struct fc_store *store;
     struct fc_error err = {0};
-    int64_t raw_bytes = 0, t0, wall_ns, disk, used_loose, used_full, used_coarse;
-    double cpu0, cpu_s;
-    int last_pod = (SCALE_PROFILES - 1) % n_series;
-    char one[256], all[256];
 
     if (mkdtemp(dir) == NULL) {
         exit(1);
@@ -211,6 +205,64 @@ static char *scale_run(int n_series, uint8_t *const *cpu, const size_t *cpu_len)
         fprintf(stderr, "%s\n", err.msg);
         exit(1);
     }
+    return store;
+}
+
+/* Writes a group of profiles in one call, then drops them. */
+static void write_group(struct fc_store *store, struct fc_batch **group, size_t n)
+{
+    struct fc_error err = {0};
+
+    if (fc_store_write(store, group, n, &err) != FC_OK) {
+        fprintf(stderr, "write: %s\n", err.msg);
+        exit(1);
+    }
+    for (size_t g = 0; g < n; g++) {
+        fc_batch_unref(group[g]);
+    }
+}
+
+/* Bundles (bundle_after) every span before cutoff_s; returns how many windows. */
+static uint64_t bundle_all(struct fc_store *store, int64_t cutoff_s)
+{
+    struct fc_error err = {0};
+    uint64_t bundled = 0;
+
+    if (fc_store_bundle_before(store, cutoff_s, 0, &bundled, &err) != FC_OK) {
+        fprintf(stderr, "bundle: %s\n", err.msg);
+        exit(1);
+    }
+    return bundled;
+}
+
+/* Compacts (fine_retention) every 10 s window before cutoff_s; returns how many. */
+static uint64_t compact_all(struct fc_store *store, int64_t cutoff_s)
+{
+    struct fc_error err = {0};
+    uint64_t deleted = 0;
+
+    if (fc_store_compact_before(store, cutoff_s, &deleted, &err) != FC_OK) {
+        fprintf(stderr, "compact: %s\n", err.msg);
+        exit(1);
+    }
+    return deleted;
+}
+
+/*
+ * SCALE_PROFILES profiles over 24 h into a new store, spread over n_series
+ * pods of one service, then its figures. Returns the store's directory
+ * (closed, kept for the collector runs; the caller removes it).
+ */
+static char *scale_run(int n_series, uint8_t *const *cpu, const size_t *cpu_len)
+{
+    char *dir = strdup("/tmp/flamecol-bench-scale-XXXXXX");
+    struct fc_store *store = new_store(dir);
+    struct fc_error err = {0};
+    int64_t raw_bytes = 0, t0, wall_ns, disk, used_loose, used_full, used_coarse;
+    double cpu0, cpu_s;
+    int last_pod = (SCALE_PROFILES - 1) % n_series;
+    char one[256], all[256];
+
     t0 = fc_now_mono_ns();
     cpu0 = bench_cpu_self();
     for (int i = 0; i < SCALE_PROFILES; i += 16) {
@@ -222,13 +274,7 @@ static char *scale_run(int n_series, uint8_t *const *cpu, const size_t *cpu_len)
                                        BASE_S + (int64_t)j * 86400 / SCALE_PROFILES);
             raw_bytes += (int64_t)cpu_len[k];
         }
-        if (fc_store_write(store, group, n, &err) != FC_OK) {
-            fprintf(stderr, "write: %s\n", err.msg);
-            exit(1);
-        }
-        for (size_t g = 0; g < n; g++) {
-            fc_batch_unref(group[g]);
-        }
+        write_group(store, group, n);
         if (i % 1024 == 0) {
             sample_self_anon();
         }
@@ -242,14 +288,7 @@ static char *scale_run(int n_series, uint8_t *const *cpu, const size_t *cpu_len)
     cpu_s = bench_cpu_self() - cpu0;
     disk = fc_store_disk_bytes(store);
     used_loose = fc_store_used_bytes(store);
-    {
-        /* As the retention pass does with bundle_after: every span past bundled. */
-        uint64_t bundled = 0;
-        if (fc_store_bundle_before(store, BASE_S + 86400 + 100, 0, &bundled, &err) != FC_OK) {
-            fprintf(stderr, "bundle: %s\n", err.msg);
-            exit(1);
-        }
-    }
+    bundle_all(store, BASE_S + 86400 + 100); /* as the retention pass does with bundle_after */
     used_full = fc_store_used_bytes(store);
     printf("scale %d pods: ingest %d profiles (library, sync batch, groups of 16): %.0f "
            "profiles/s, %.0f profiles per CPU-second (%.1f CPU-ms each)\n",
@@ -318,14 +357,8 @@ static char *scale_run(int n_series, uint8_t *const *cpu, const size_t *cpu_len)
                "(%zu)\n",
                n_series, (double)names_ns[5] / 1e6, n_names, (double)values_ns[5] / 1e6, n_values);
     }
-    {
-        uint64_t deleted = 0;
-        if (fc_store_compact_before(store, BASE_S + 86400 + 100, &deleted, &err) != FC_OK) {
-            fprintf(stderr, "compact: %s\n", err.msg);
-            exit(1);
-        }
-        used_coarse = fc_store_used_bytes(store);
-    }
+    compact_all(store, BASE_S + 86400 + 100);
+    used_coarse = fc_store_used_bytes(store);
     sample_self_anon();
     printf("scale %d pods: disk %.0f bytes/profile (file), pages in use %.0f -> %.0f bundled -> "
            "%.0f bytes/profile compacted; raw .pb.gz %.0f: %.1f%% -> %.1f%% -> %.1f%% of raw "
@@ -337,6 +370,66 @@ static char *scale_run(int n_series, uint8_t *const *cpu, const size_t *cpu_len)
            100.0 * (double)used_coarse / (double)raw_bytes, (double)peak_self_anon_kb / 1024);
     fc_store_close(store);
     return dir;
+}
+
+/*
+ * The pods at the rate the SDKs push: every pod sends one profile every 10 s
+ * for SDK_ROUNDS rounds (the pods spread over each 10 s), so each pod's 100 s
+ * windows hold ten profiles and its index is shared by all of them, where
+ * scale_run gives a pod of the 10,000 one profile a day. Ingest per
+ * CPU-second and pages in use per profile, kept, bundled and compacted.
+ */
+#define SDK_ROUNDS 20
+
+static void sdk_rate_run(int n_pods, uint8_t *const *cpu, const size_t *cpu_len)
+{
+    char dir[] = "/tmp/flamecol-bench-rate-XXXXXX";
+    struct fc_store *store = new_store(dir);
+    struct fc_error err = {0};
+    int64_t n_profiles = (int64_t)n_pods * SDK_ROUNDS, raw_bytes = 0, written = 0;
+    int64_t used_loose, used_full, used_coarse, end_s = BASE_S + SDK_ROUNDS * STEP_S;
+    double cpu0, cpu_s;
+
+    cpu0 = bench_cpu_self();
+    while (written < n_profiles) {
+        struct fc_batch *group[16];
+        size_t n = 0;
+        for (; n < 16 && written < n_profiles; written++) {
+            int64_t round = written / n_pods;
+            int pod = (int)(written % n_pods);
+            int k = (int)((round + pod) % 3);
+            group[n++] = scale_profile(cpu[k], cpu_len[k], pod,
+                                       BASE_S + round * STEP_S + (int64_t)pod * STEP_S / n_pods);
+            raw_bytes += (int64_t)cpu_len[k];
+        }
+        write_group(store, group, n);
+        if (written % 1024 < 16) {
+            sample_self_anon();
+        }
+    }
+    if (fc_store_flush(store, &err) != FC_OK) {
+        fprintf(stderr, "flush: %s\n", err.msg);
+        exit(1);
+    }
+    cpu_s = bench_cpu_self() - cpu0;
+    used_loose = fc_store_used_bytes(store);
+    bundle_all(store, end_s + 100);
+    used_full = fc_store_used_bytes(store);
+    compact_all(store, end_s + 100);
+    used_coarse = fc_store_used_bytes(store);
+    sample_self_anon();
+    printf("rate %d pods: %d rounds of one profile a pod every 10 s (%lld profiles): %.0f "
+           "profiles per CPU-second; pages in use %.0f -> %.0f bundled -> %.0f bytes/profile "
+           "compacted; raw .pb.gz %.0f: %.1f%% -> %.1f%% -> %.1f%% of raw; bench RssAnon peak so "
+           "far %.1f MB\n",
+           n_pods, SDK_ROUNDS, (long long)n_profiles, (double)n_profiles / cpu_s,
+           (double)used_loose / (double)n_profiles, (double)used_full / (double)n_profiles,
+           (double)used_coarse / (double)n_profiles, (double)raw_bytes / (double)n_profiles,
+           100.0 * (double)used_loose / (double)raw_bytes,
+           100.0 * (double)used_full / (double)raw_bytes,
+           100.0 * (double)used_coarse / (double)raw_bytes, (double)peak_self_anon_kb / 1024);
+    fc_store_close(store);
+    remove_dir(dir);
 }
 
 /* ---- the collector: HTTP /ingest into nop and into the store ---------------------------- */
@@ -536,6 +629,9 @@ static void scale_section(const char *argv0, int many, double seconds, uint8_t *
     for (int i = 0; i < n_counts; i++) {
         dirs[i] = scale_run(counts[i], cpu, cpu_len);
     }
+    for (int i = 1; i < n_counts; i++) {
+        sdk_rate_run(counts[i], cpu, cpu_len);
+    }
     if (env != NULL) {
         snprintf(bin, sizeof(bin), "%s", env);
     } else {
@@ -574,7 +670,6 @@ int main(int argc, char **argv)
     double seconds = argc > 5 ? atof(argv[5]) : 3;
     int64_t per_series = hours * 3600 / STEP_S;
     char dir[] = "/tmp/flamecol-bench-store-XXXXXX";
-    struct fc_store_options o = {0};
     struct fc_store *store;
     struct fc_error err = {0};
     int64_t raw_bytes = 0, t0;
@@ -605,15 +700,7 @@ int main(int argc, char **argv)
         free(files[i]);
     }
     (void)paths;
-    if (mkdtemp(dir) == NULL) {
-        return 1;
-    }
-    o.path = dir;
-    o.sync = FC_SYNC_BATCH;
-    if (fc_store_open(&o, &store, &err) != FC_OK) {
-        fprintf(stderr, "%s\n", err.msg);
-        return 1;
-    }
+    store = new_store(dir);
     printf("ingest: %d series x %lld profiles (one per 10 s over %d h), sync batch, groups of 16\n",
            n_series, (long long)per_series, hours);
     t0 = fc_now_mono_ns();
@@ -657,14 +744,10 @@ int main(int argc, char **argv)
          * span past (here all of them); the queries below read them bundled.
          */
         int64_t used_loose = fc_store_used_bytes(store), used_bundled;
-        uint64_t bundled = 0;
+        uint64_t bundled;
         double c0 = bench_cpu_self();
         t0 = fc_now_mono_ns();
-        if (fc_store_bundle_before(store, BASE_S + hours * 3600LL + 100, 0, &bundled, &err) !=
-            FC_OK) {
-            fprintf(stderr, "bundle: %s\n", err.msg);
-            return 1;
-        }
+        bundled = bundle_all(store, BASE_S + hours * 3600LL + 100);
         used_bundled = fc_store_used_bytes(store);
         printf("bundling: %llu windows in %.0f ms (%.3f CPU-ms each); pages in use %.1f MB -> %.1f "
                "MB: %.0f -> %.0f bytes/profile (%.1f%% -> %.1f%% of raw)\n",
@@ -803,13 +886,9 @@ int main(int argc, char **argv)
         const double retention_days = 30, fine_days = 1;
         int64_t used_full = fc_store_used_bytes(store), used_coarse;
         double full, coarse, steady;
-        uint64_t deleted = 0;
+        uint64_t deleted;
         t0 = fc_now_mono_ns();
-        if (fc_store_compact_before(store, BASE_S + hours * 3600LL + 100, &deleted, &err) !=
-            FC_OK) {
-            fprintf(stderr, "compact: %s\n", err.msg);
-            return 1;
-        }
+        deleted = compact_all(store, BASE_S + hours * 3600LL + 100);
         used_coarse = fc_store_used_bytes(store);
         full = (double)used_full / (double)written;
         coarse = (double)used_coarse / (double)written;
