@@ -417,13 +417,29 @@ struct writer {
  * (storage/frame.h), memoized per line of a location (the dict's line pool)
  * and per location without lines.
  */
+/*
+ * A batch's frames as the writer resolves them: each location's symbol ids,
+ * and each stack's path, made once for all the profiles, sample types and
+ * label groups that use it (a pprof's two CPU types walk every stack twice).
+ */
 struct frames {
-    uint32_t *line_sym; /* by index into dict.lines */
-    uint32_t *loc_sym;  /* by location index, for locations without lines */
-    uint32_t *path;
-    size_t cap;
+    uint32_t *line_sym;    /* by index into dict.lines */
+    uint32_t *loc_sym;     /* by location index, for locations without lines */
+    uint32_t *stack_at;    /* by stack index: 1 + where its path starts in paths, 0 = not made */
+    uint32_t *stack_depth; /* by stack index: its path's length */
+    uint32_t *paths;       /* the paths kept, one after another, then the last one made */
+    size_t n_paths, cap;   /* ids of kept paths; allocated */
     struct fc_buf record;
 };
+
+/*
+ * At most this many ids of paths are kept (16 MiB); a stack whose path
+ * would pass it is made again each time it is asked for.
+ */
+#define FC_STORE_PATHS_MAX (1u << 22)
+
+void fc_store_frames_init(struct frames *f, const struct fc_batch *b);
+void fc_store_frames_release(struct frames *f);
 
 /* Takes the next id of counter `what` ("sym", "series", "base") of the writer's tenant. */
 int fc_store_next_id(struct writer *w, const char *what, uint32_t *id);
@@ -540,9 +556,12 @@ void fc_store_ids_clear(struct id_cache *c);
 /* Puts key k with data into database db of the write transaction. */
 int fc_store_put_empty(struct writer *w, int db, struct key *k, const void *data, size_t n);
 
-/* The symbol ids of sample s's frames, root first, into f->path[0..*depth). */
+/*
+ * The symbol ids of sample s's frames, root first: (*path)[0..*depth),
+ * valid until the next call.
+ */
 int fc_store_sample_path(struct writer *w, struct frames *f, const struct fc_batch *b,
-                         const struct fc_sample *s, uint32_t *depth);
+                         const struct fc_sample *s, const uint32_t **path, uint32_t *depth);
 
 /*
  * Samples of one profile with the same sample labels (span_id/trace_id aside).

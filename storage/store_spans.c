@@ -121,6 +121,7 @@ int fc_store_write_spans(struct writer *w, struct frames *f, const struct fc_bat
         const struct fc_sample *s = &p->samples[g->samples[i]];
         int64_t v = fc_sample_value(p, s, t);
         uint8_t span[8], trace[16];
+        const uint32_t *path;
         uint32_t depth;
         size_t j;
         if (v <= 0 || !sample_span(b, s, span, trace)) {
@@ -138,8 +139,8 @@ int fc_store_write_spans(struct writer *w, struct frames *f, const struct fc_bat
             fc_tree_init(&spans[n].tree);
             n++;
         }
-        if ((rc = fc_store_sample_path(w, f, b, s, &depth)) == FC_OK) {
-            fc_tree_insert(&spans[j].tree, f->path, depth, fc_sat_mul(v, scale));
+        if ((rc = fc_store_sample_path(w, f, b, s, &path, &depth)) == FC_OK) {
+            fc_tree_insert(&spans[j].tree, path, depth, fc_sat_mul(v, scale));
         }
     }
     for (size_t j = 0; j < n; j++) {

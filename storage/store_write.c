@@ -667,27 +667,62 @@ static int frame_sym(struct writer *w, struct frames *f, const struct fc_batch *
     return FC_OK;
 }
 
+void fc_store_frames_init(struct frames *f, const struct fc_batch *b)
+{
+    memset(f, 0, sizeof(*f));
+    f->line_sym = fc_xcalloc(b->dict.n_lines + 1, sizeof(uint32_t));
+    f->loc_sym = fc_xcalloc(b->dict.n_locations + 1, sizeof(uint32_t));
+    f->stack_at = fc_xcalloc(b->dict.n_stacks + 1, sizeof(uint32_t));
+    f->stack_depth = fc_xcalloc(b->dict.n_stacks + 1, sizeof(uint32_t));
+    f->cap = 1024;
+    f->paths = fc_xmalloc(f->cap * sizeof(uint32_t));
+    fc_buf_init(&f->record, 0);
+}
+
+void fc_store_frames_release(struct frames *f)
+{
+    free(f->line_sym);
+    free(f->loc_sym);
+    free(f->stack_at);
+    free(f->stack_depth);
+    free(f->paths);
+    fc_buf_release(&f->record);
+}
+
 int fc_store_sample_path(struct writer *w, struct frames *f, const struct fc_batch *b,
-                         const struct fc_sample *s, uint32_t *depth)
+                         const struct fc_sample *s, const uint32_t **path, uint32_t *depth)
 {
     const struct fc_stack *st = &b->dict.stacks[s->stack];
     const uint32_t *locs = fc_span_idx(b, st->locations);
+    size_t at;
     uint32_t d = 0;
 
+    if (f->stack_at[s->stack] != 0) {
+        *path = f->paths + (f->stack_at[s->stack] - 1);
+        *depth = f->stack_depth[s->stack];
+        return FC_OK;
+    }
+    at = f->n_paths; /* kept paths end there; a path not kept is made there each time */
     for (uint32_t i = st->locations.n; i-- > 0;) {
         const struct fc_location *loc = &b->dict.locations[locs[i]];
         uint32_t lines = loc->n_lines ? loc->n_lines : 1;
         for (uint32_t j = lines; j-- > 0;) {
-            if (d == f->cap) {
-                f->cap = f->cap ? f->cap * 2 : 128;
-                f->path = fc_xrealloc(f->path, f->cap * sizeof(uint32_t));
+            if (at + d == f->cap) {
+                f->cap *= 2;
+                f->paths = fc_xrealloc(f->paths, f->cap * sizeof(uint32_t));
             }
-            if (frame_sym(w, f, b, locs[i], j, &f->path[d]) != FC_OK) {
+            if (frame_sym(w, f, b, locs[i], j, &f->paths[at + d]) != FC_OK) {
                 return w->err->code;
             }
             d++;
         }
     }
+    if (at + d <= FC_STORE_PATHS_MAX) {
+        f->n_paths = at + d;
+        f->stack_at[s->stack] = (uint32_t)at + 1;
+        f->stack_depth[s->stack] = d;
+    }
+    *path = f->paths + at;
     *depth = d;
     return FC_OK;
 }
@@ -824,12 +859,13 @@ static int write_profile(struct writer *w, struct frames *f, const struct fc_bat
             for (size_t i = 0; rc == FC_OK && i < groups[g].n; i++) {
                 const struct fc_sample *s = &p->samples[groups[g].samples[i]];
                 int64_t v = fc_sample_value(p, s, t);
+                const uint32_t *path;
                 uint32_t depth;
                 if (v <= 0) {
                     continue;
                 }
-                if ((rc = fc_store_sample_path(w, f, b, s, &depth)) == FC_OK) {
-                    fc_tree_insert(&tree, f->path, depth, fc_sat_mul(v, scale));
+                if ((rc = fc_store_sample_path(w, f, b, s, &path, &depth)) == FC_OK) {
+                    fc_tree_insert(&tree, path, depth, fc_sat_mul(v, scale));
                 }
             }
             if (rc == FC_OK && fc_tree_total(&tree) > 0) {
@@ -875,18 +911,11 @@ static int write_batches(struct writer *w, struct fc_batch *const *batches, size
         const struct fc_batch *b = batches[i];
         struct frames f;
         w->tenant = b->tenant;
-        f.line_sym = fc_xcalloc(b->dict.n_lines + 1, sizeof(uint32_t));
-        f.loc_sym = fc_xcalloc(b->dict.n_locations + 1, sizeof(uint32_t));
-        f.path = NULL;
-        f.cap = 0;
-        fc_buf_init(&f.record, 0);
+        fc_store_frames_init(&f, b);
         for (uint32_t p = 0; rc == FC_OK && p < b->n_profiles; p++) {
             rc = write_profile(w, &f, b, &b->profiles[p]);
         }
-        free(f.line_sym);
-        free(f.loc_sym);
-        free(f.path);
-        fc_buf_release(&f.record);
+        fc_store_frames_release(&f);
     }
     return rc;
 }
