@@ -375,18 +375,12 @@ static int forget_base(struct fc_store *s, MDB_txn *txn, const char *tenant, uin
         return 0;
     }
     fc_buf_init(&labels, 0);
+    /*
+     * A base without series (builds before this one made one for a pod
+     * that sent only profiles without a positive sample; writes now make a
+     * base with its first series) is forgotten too: nothing makes it again.
+     */
     rc = base_series(s, txn, &bk, &ids, &n);
-    if (rc == 0 && n == 0) {
-        /*
-         * A base made by profiles without a positive sample (an idle pod)
-         * has no series and costs two keys: kept, or a pod that only sends
-         * those would be forgotten, and the id cache emptied, at every pass.
-         */
-        free(ids);
-        fc_buf_release(&labels);
-        fc_buf_release(&base_canon);
-        return 0;
-    }
     /*
      * Every series' labels first, copied (the deletes move LMDB's pages): a
      * series whose labels cannot be read (a read error, a damaged `sid`)
@@ -407,8 +401,10 @@ static int forget_base(struct fc_store *s, MDB_txn *txn, const char *tenant, uin
         fc_store_series_canonical(&l, &labels);
         labels_of(ids[i], (const char *)labels.data, labels.len, &ls, &n_ls, &cap_ls);
     }
-    qsort(ls, n_ls, sizeof(*ls), by_label_then_id);
-    rc = unindex(s, txn, tenant, ls, n_ls);
+    if (n_ls > 0) { /* none for a base without series */
+        qsort(ls, n_ls, sizeof(*ls), by_label_then_id);
+        rc = unindex(s, txn, tenant, ls, n_ls);
+    }
     free(ls);
     for (size_t i = 0; rc == 0 && i < n; i++) {
         key_tenant(&k, tenant);

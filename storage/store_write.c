@@ -817,27 +817,28 @@ static int write_profile(struct writer *w, struct frames *f, const struct fc_bat
     size_t n_groups = group_samples(b, p, &groups, &max_attrs);
     /* The profile's labels, every sample label of a group, and __profile_type__. */
     struct label *labels = fc_xcalloc((size_t)p->n_labels + max_attrs + 1, sizeof(*labels));
+    /*
+     * The base: the profile's own labels, where the series of all its
+     * types and sample-label groups are packed (their trees share most of
+     * their shape, which zstd then stores once). Made with its first
+     * series: a profile without a positive sample (an idle pod) makes none,
+     * which nothing would ever read or forget.
+     */
+    struct label *base_labels = fc_xcalloc((size_t)p->n_labels + 1, sizeof(*base_labels));
+    size_t n_base = profile_labels(b, p, base_labels);
     int64_t time_s = (p->time_ns > 0 ? p->time_ns : fc_now_ns()) / 1000000000LL;
     uint32_t base = 0;
+    bool have_base = false;
     struct fc_buf base_canon;
     int rc = FC_OK;
 
+    qsort(base_labels, n_base, sizeof(*base_labels), by_label_name);
     fc_buf_init(&base_canon, 0);
     for (uint32_t t = 0; rc == FC_OK && t < p->n_sample_types; t++) {
         struct fc_buf type_id;
         int64_t scale;
         fc_buf_init(&type_id, 0);
         fc_pyro_stored_type(b, p, t, &type_id, &scale);
-        /*
-         * The base: the profile's own labels, where the series of all its
-         * types and sample-label groups are packed (their trees share most of
-         * their shape, which zstd then stores once).
-         */
-        if (t == 0) {
-            size_t n = profile_labels(b, p, labels);
-            qsort(labels, n, sizeof(*labels), by_label_name);
-            rc = base_id(w, labels, n, &base, &base_canon);
-        }
         for (size_t g = 0; rc == FC_OK && g < n_groups; g++) {
             struct fc_tree tree;
             size_t n = profile_labels(b, p, labels);
@@ -868,6 +869,10 @@ static int write_profile(struct writer *w, struct frames *f, const struct fc_bat
                     fc_tree_insert(&tree, path, depth, fc_sat_mul(v, scale));
                 }
             }
+            if (rc == FC_OK && fc_tree_total(&tree) > 0 && !have_base) {
+                rc = base_id(w, base_labels, n_base, &base, &base_canon);
+                have_base = rc == FC_OK;
+            }
             if (rc == FC_OK && fc_tree_total(&tree) > 0) {
                 rc = series_id(w, labels, n, base, &base_canon, &series);
                 rc =
@@ -890,6 +895,7 @@ static int write_profile(struct writer *w, struct frames *f, const struct fc_bat
     }
     free(groups);
     free(labels);
+    free(base_labels);
     fc_buf_release(&base_canon);
     return rc;
 }
