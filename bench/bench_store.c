@@ -381,6 +381,25 @@ static char *scale_run(int n_series, uint8_t *const *cpu, const size_t *cpu_len)
  */
 #define SDK_ROUNDS 20
 
+/*
+ * FC_BENCH_PERTURB=1: each sample's values scaled by a random factor from
+ * 0.5 to 2 and a fifth of the samples dropped (values 0, which the store
+ * skips), so that profiles are not repeated exactly (which flatters
+ * compression across windows and pods). rand() unseeded: the same each run.
+ */
+static void perturb_profile(struct fc_profile *p)
+{
+    for (uint32_t i = 0; i < p->n_samples; i++) {
+        const struct fc_sample *s = &p->samples[i];
+        bool drop = rand() % 5 == 0;
+        double factor = 0.5 + (double)(rand() % 1000) / 666.0;
+        for (uint32_t v = 0; v < s->n_values; v++) {
+            int64_t *value = &p->nums[s->values_off + v];
+            *value = drop ? 0 : (int64_t)((double)*value * factor) + 1;
+        }
+    }
+}
+
 static void sdk_rate_run(int n_pods, uint8_t *const *cpu, const size_t *cpu_len)
 {
     char dir[] = "/tmp/flamecol-bench-rate-XXXXXX";
@@ -389,6 +408,7 @@ static void sdk_rate_run(int n_pods, uint8_t *const *cpu, const size_t *cpu_len)
     int64_t n_profiles = (int64_t)n_pods * SDK_ROUNDS, raw_bytes = 0, written = 0;
     int64_t used_loose, used_full, used_coarse, end_s = BASE_S + SDK_ROUNDS * STEP_S;
     double cpu0, cpu_s;
+    bool perturb = getenv("FC_BENCH_PERTURB") != NULL;
 
     cpu0 = bench_cpu_self();
     while (written < n_profiles) {
@@ -400,6 +420,9 @@ static void sdk_rate_run(int n_pods, uint8_t *const *cpu, const size_t *cpu_len)
             int k = (int)((round + pod) % 3);
             group[n++] = scale_profile(cpu[k], cpu_len[k], pod,
                                        BASE_S + round * STEP_S + (int64_t)pod * STEP_S / n_pods);
+            if (perturb) {
+                perturb_profile(&group[n - 1]->profiles[0]);
+            }
             raw_bytes += (int64_t)cpu_len[k];
         }
         write_group(store, group, n);
@@ -418,14 +441,14 @@ static void sdk_rate_run(int n_pods, uint8_t *const *cpu, const size_t *cpu_len)
     compact_all(store, end_s + 100);
     used_coarse = fc_store_used_bytes(store);
     sample_self_anon();
-    printf("rate %d pods: %d rounds of one profile a pod every 10 s (%lld profiles): %.0f "
+    printf("rate %d pods: %d rounds of one profile a pod every 10 s (%lld profiles%s): %.0f "
            "profiles per CPU-second; pages in use %.0f -> %.0f bundled -> %.0f bytes/profile "
            "compacted; raw .pb.gz %.0f: %.1f%% -> %.1f%% -> %.1f%% of raw; bench RssAnon peak so "
            "far %.1f MB\n",
-           n_pods, SDK_ROUNDS, (long long)n_profiles, (double)n_profiles / cpu_s,
-           (double)used_loose / (double)n_profiles, (double)used_full / (double)n_profiles,
-           (double)used_coarse / (double)n_profiles, (double)raw_bytes / (double)n_profiles,
-           100.0 * (double)used_loose / (double)raw_bytes,
+           n_pods, SDK_ROUNDS, (long long)n_profiles, perturb ? ", perturbed" : "",
+           (double)n_profiles / cpu_s, (double)used_loose / (double)n_profiles,
+           (double)used_full / (double)n_profiles, (double)used_coarse / (double)n_profiles,
+           (double)raw_bytes / (double)n_profiles, 100.0 * (double)used_loose / (double)raw_bytes,
            100.0 * (double)used_full / (double)raw_bytes,
            100.0 * (double)used_coarse / (double)raw_bytes, (double)peak_self_anon_kb / 1024);
     fc_store_close(store);

@@ -433,8 +433,10 @@ struct frames {
 };
 
 /*
- * At most this many ids of paths are kept (16 MiB); a stack whose path
- * would pass it is made again each time it is asked for.
+ * At most this many ids of paths are kept a batch; a stack whose path
+ * would pass it is made again each time it is asked for. The array also
+ * holds the path being made and grows by doubling: at most 32 MiB, or
+ * about twice the longest path past that.
  */
 #define FC_STORE_PATHS_MAX (1u << 22)
 
