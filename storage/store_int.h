@@ -413,14 +413,11 @@ struct writer {
 };
 
 /*
- * Symbol ids of a sample's frames, root first: each frame is a frame record
- * (storage/frame.h), memoized per line of a location (the dict's line pool)
- * and per location without lines.
- */
-/*
- * A batch's frames as the writer resolves them: each location's symbol ids,
- * and each stack's path, made once for all the profiles, sample types and
- * label groups that use it (a pprof's two CPU types walk every stack twice).
+ * A batch's frames as the writer resolves them: the symbol id of each frame
+ * record (storage/frame.h), memoized per line of a location (the dict's line
+ * pool) and per location without lines; and each stack's path (its symbol
+ * ids, root first), made once for all the profiles, sample types and label
+ * groups that use it (a pprof's two CPU types walk every stack twice).
  */
 struct frames {
     uint32_t *line_sym;    /* by index into dict.lines */

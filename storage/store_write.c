@@ -869,12 +869,12 @@ static int write_profile(struct writer *w, struct frames *f, const struct fc_bat
                     fc_tree_insert(&tree, path, depth, fc_sat_mul(v, scale));
                 }
             }
-            if (rc == FC_OK && fc_tree_total(&tree) > 0 && !have_base) {
-                rc = base_id(w, base_labels, n_base, &base, &base_canon);
-                have_base = rc == FC_OK;
-            }
             if (rc == FC_OK && fc_tree_total(&tree) > 0) {
-                rc = series_id(w, labels, n, base, &base_canon, &series);
+                if (!have_base) {
+                    rc = base_id(w, base_labels, n_base, &base, &base_canon);
+                    have_base = rc == FC_OK;
+                }
+                rc = rc ? rc : series_id(w, labels, n, base, &base_canon, &series);
                 rc =
                     rc ? rc
                        : fc_store_write_spans(w, f, b, p, &groups[g], t, scale, series,
