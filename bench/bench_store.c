@@ -279,8 +279,8 @@ static char *scale_run(int n_series, uint8_t *const *cpu, const size_t *cpu_len)
             sample_self_anon();
         }
     }
-    /* As the exporter does when idle: the coarse windows rebuilt (counted in the ingest). */
-    if (fc_store_flush(store, &err) != FC_OK) {
+    /* The coarse windows that end with the day built (counted in the ingest), as in main. */
+    if (fc_store_flush_before(store, BASE_S + 86400, &err) != FC_OK) {
         fprintf(stderr, "flush: %s\n", err.msg);
         exit(1);
     }
@@ -430,9 +430,23 @@ static void sdk_rate_run(int n_pods, uint8_t *const *cpu, const size_t *cpu_len)
             sample_self_anon();
         }
     }
-    if (fc_store_flush(store, &err) != FC_OK) {
-        fprintf(stderr, "flush: %s\n", err.msg);
-        exit(1);
+    /*
+     * Time goes on, as the rest of a cluster keeps pushing: the pods' coarse
+     * windows that end with the rounds close over the next minutes, as the
+     * newest profile passes their grace (a minute, and up to 50 s more at
+     * 100 s by pod: storage/store_int.h), a few at a flush.
+     */
+    for (int64_t t = end_s; t <= end_s + 120; t += 2) {
+        struct fc_batch *tick = scale_profile(cpu[0], cpu_len[0], -1, t);
+        tick->profiles[0].n_samples = 1; /* a pod "p-1" of one sample: a few bytes */
+        write_group(store, &tick, 1);
+        if (fc_store_flush(store, &err) != FC_OK) {
+            fprintf(stderr, "flush: %s\n", err.msg);
+            exit(1);
+        }
+        if (t % 16 == 0) {
+            sample_self_anon();
+        }
     }
     cpu_s = bench_cpu_self() - cpu0;
     used_loose = fc_store_used_bytes(store);
@@ -453,6 +467,80 @@ static void sdk_rate_run(int n_pods, uint8_t *const *cpu, const size_t *cpu_len)
            100.0 * (double)used_coarse / (double)raw_bytes, (double)peak_self_anon_kb / 1024);
     fc_store_close(store);
     remove_dir(dir);
+}
+
+/*
+ * The store at the SDKs' rate as the collector runs it: STEADY_PODS pods
+ * each push one profile every 10 s (spread over the 10 s) for STEADY_S
+ * seconds of data time, with a flush every 2 s of data time, as the
+ * exporter's writer does every 2 s of the clock (the library's own timed
+ * flush goes by the clock, which this run outpaces about a hundredfold).
+ * Run twice into new stores: as the store flushes (a coarse window rebuilt
+ * once it is closed), and, the same-run baseline, with every dirty window
+ * rebuilt at every flush (fc_store_flush_before(INT64_MAX): what a flush
+ * did before 2026-11-25). Profiles per CPU-second, and the flushes' share
+ * of that CPU.
+ */
+#define STEADY_PODS 20
+#define STEADY_S 7200
+
+static double steady_run(bool rebuild_all, uint8_t *const *cpu, const size_t *cpu_len,
+                         double *flush_share)
+{
+    char dir[] = "/tmp/flamecol-bench-steady-XXXXXX";
+    struct fc_store *store = new_store(dir);
+    struct fc_error err = {0};
+    double cpu0 = bench_cpu_self(), flush_cpu = 0, cpu_s;
+    int64_t n = 0;
+
+    for (int64_t t = 0; t < STEADY_S; t += 2) {
+        struct fc_batch *group[16];
+        size_t g = 0;
+        double f0;
+        for (int pod = 0; pod < STEADY_PODS; pod++) {
+            /* A pod's slot in the 10 s round: it pushes in the 2 s that hold it. */
+            if ((t - (int64_t)pod * STEP_S / STEADY_PODS % STEP_S + STEP_S) % STEP_S >= 2) {
+                continue;
+            }
+            int k = (int)((t / STEP_S + pod) % 3);
+            group[g++] = scale_profile(cpu[k], cpu_len[k], pod, BASE_S + t);
+            n++;
+            if (g == 16) {
+                write_group(store, group, g);
+                g = 0;
+            }
+        }
+        if (g > 0) {
+            write_group(store, group, g);
+        }
+        f0 = bench_cpu_self();
+        if ((rebuild_all ? fc_store_flush_before(store, INT64_MAX, &err)
+                         : fc_store_flush(store, &err)) != FC_OK) {
+            fprintf(stderr, "flush: %s\n", err.msg);
+            exit(1);
+        }
+        flush_cpu += bench_cpu_self() - f0;
+    }
+    cpu_s = bench_cpu_self() - cpu0;
+    sample_self_anon();
+    fc_store_close(store);
+    remove_dir(dir);
+    *flush_share = cpu_s > 0 ? flush_cpu / cpu_s : 0;
+    return cpu_s > 0 ? (double)n / cpu_s : 0;
+}
+
+static void steady_section(uint8_t *const *cpu, const size_t *cpu_len)
+{
+    double share_now, share_all;
+    double now = steady_run(false, cpu, cpu_len, &share_now);
+    double all = steady_run(true, cpu, cpu_len, &share_all);
+
+    printf("steady %d pods: one profile a pod every 10 s for %d s of data time (%d profiles), a "
+           "flush every 2 s of it: %.0f profiles per CPU-second (flushes %.0f%% of the CPU); "
+           "every dirty window rebuilt at every flush (before 2026-11-25, same run): %.0f "
+           "(flushes %.0f%%): %.1fx\n",
+           STEADY_PODS, STEADY_S, STEADY_PODS * STEADY_S / STEP_S, now, 100 * share_now, all,
+           100 * share_all, all > 0 ? now / all : 0.0);
 }
 
 /* ---- the collector: HTTP /ingest into nop and into the store ---------------------------- */
@@ -655,6 +743,7 @@ static void scale_section(const char *argv0, int many, double seconds, uint8_t *
     for (int i = 1; i < n_counts; i++) {
         sdk_rate_run(counts[i], cpu, cpu_len);
     }
+    steady_section(cpu, cpu_len);
     if (env != NULL) {
         snprintf(bin, sizeof(bin), "%s", env);
     } else {
@@ -747,8 +836,12 @@ int main(int argc, char **argv)
         }
         written += (int64_t)n;
     }
-    /* As the exporter does when idle: the coarse windows rebuilt (counted in the ingest). */
-    if (fc_store_flush(store, &err) != FC_OK) {
+    /*
+     * The coarse windows that end with the data built (counted in the
+     * ingest), as the next minutes of profiles would close them; those that
+     * go on past it stay dirty, read through their children (store_flush.c).
+     */
+    if (fc_store_flush_before(store, BASE_S + per_series * STEP_S, &err) != FC_OK) {
         fprintf(stderr, "flush: %s\n", err.msg);
         return 1;
     }

@@ -322,10 +322,10 @@ int fc_store_compact_before(struct fc_store *s, int64_t cutoff_s, uint64_t *dele
     }
     /*
      * Dirty 100 s windows are rebuilt from their 10 s windows before these
-     * go. Writes committed from here on see the new cutoff and merge into
-     * such 100 s windows directly (store_write.c).
+     * go, closed or not. Writes committed from here on see the new cutoff
+     * and merge into such 100 s windows directly (store_write.c).
      */
-    if ((rc = fc_store_flush(s, err)) != FC_OK) {
+    if ((rc = fc_store_flush_before(s, cutoff_s, err)) != FC_OK) {
         return rc;
     }
     /*

@@ -81,6 +81,7 @@ const char *const fc_store_db_names[N_DBS] = {"sym",   "symid", "series", "sid",
 #define FORMAT_NO_PACKS 16    /* format 17 packs closed 10^4 s windows */
 static const char format_key[] = "\0format";
 const char fc_store_coarse_key[15] = "\0coarse_before";
+const char fc_store_newest_key[8] = "\0newest";
 _Thread_local int fc_store_last_lmdb_rc;
 
 const int64_t fc_store_level_secs[FC_STORE_LEVELS] = {10,     100,     1000,    10000,
@@ -173,6 +174,7 @@ int fc_store_open(const struct fc_store_options *o, struct fc_store **out, struc
         return fc_errorf(err, FC_EIO, "store: cannot create %s: %s", o->path, strerror(errno));
     }
     s = fc_xcalloc(1, sizeof(*s));
+    s->newest_s = INT64_MIN;
     s->path = fc_xstrdup(o->path);
     s->max_size = o->max_size > 0 ? o->max_size : 0;
     s->flush_ns = o->flush_interval_ns > 0 ? o->flush_interval_ns : FC_STORE_FLUSH_NS;
@@ -271,6 +273,12 @@ int fc_store_open(const struct fc_store_options *o, struct fc_store **out, struc
             memcpy(&before, v.mv_data, sizeof(before));
         }
         atomic_store(&s->coarse_before, before);
+    }
+    {
+        MDB_val kv = val(fc_store_newest_key, sizeof(fc_store_newest_key) - 1), v;
+        if (mdb_get(txn, s->db[DB_META], &kv, &v) == 0 && v.mv_size == sizeof(s->newest_s)) {
+            memcpy(&s->newest_s, v.mv_data, sizeof(s->newest_s));
+        }
     }
     {
         /* Windows left dirty by a crash: rebuilt by the first flush, not the first write. */

@@ -104,7 +104,8 @@ void fc_store_close(struct fc_store *s);
 /*
  * Writes the open windows (what writes since the last flush logged and kept
  * in memory) into LMDB and rebuilds every dirty window (coarser than 10 s)
- * from its finer windows, in one transaction, then empties the log.
+ * that is closed (its end a minute or more behind the newest profile's) from its
+ * finer windows, in one transaction, then empties the log.
  * fc_store_write does it every FC_STORE_FLUSH_NS or when the open windows
  * pass open_max_bytes, retention and fc_store_close before they act;
  * queries are exact either way (they add the open windows, and read a dirty
@@ -112,6 +113,8 @@ void fc_store_close(struct fc_store *s);
  */
 #define FC_STORE_FLUSH_NS 2000000000LL
 int fc_store_flush(struct fc_store *s, struct fc_error *err);
+/* fc_store_flush, and every dirty window that ends at or before before_s rebuilt too. */
+int fc_store_flush_before(struct fc_store *s, int64_t before_s, struct fc_error *err);
 /* Nanoseconds until a flush is due (<= 0: now), or -1 when nothing was written since the last. */
 int64_t fc_store_flush_in(struct fc_store *s);
 

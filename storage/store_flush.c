@@ -2,22 +2,28 @@
  * The flush: the open windows (store_open.c: what writes logged and kept in
  * memory since the last flush) are merged into their 10 s windows in LMDB,
  * and the six coarser windows above each are marked dirty (DB_DIRTY); then,
- * in the same transaction, each dirty window is rebuilt from its ten
- * children, finest level first, so each is decompressed, merged and
- * recompressed once per flush instead of once per commit. Readers see a
- * dirty window's children instead of its stale tree (store_read.c), which
- * only a failed or interrupted flush leaves behind.
+ * in the same transaction, each dirty window that is closed
+ * (fc_store_close_grace: the newest profile a minute or more past its end)
+ * is rebuilt from its ten children, finest level first. So a coarse window is
+ * built about once, when it closes, instead of at every flush that wrote a
+ * profile under it: with a profile a pod every 10 s and a flush every 2 s,
+ * rebuilding the windows still open above each pod was 76-86 % of the
+ * store's CPU (issue 14). Readers see a dirty window's children instead of
+ * its stale tree (store_read.c).
  */
 #include "storage/store.h"
 #include "storage/store_int.h"
 
 #include "core/buf.h"
 #include "core/log.h"
+#include "core/mem.h"
 #include "core/timeutil.h"
 
+#include <errno.h>
 #include <lmdb.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Dirty keys are node keys: tenant 0 be32(base) u8(level) be64(window). */
@@ -134,14 +140,126 @@ static int rebuild(struct fc_store *s, MDB_txn *txn, const char *tenant, uint32_
     return rc ? fc_store_lmdb_error(err, rc, "flush") : FC_OK;
 }
 
-/*
- * The open windows into LMDB, then (rebuild) every dirty window rebuilt.
- * Without rebuild (the open windows passed their byte cap between two timed
- * flushes) the coarse windows stay dirty until the next timed flush, which
- * keeps the cost of a cap flush to one merge per open window.
- */
-static int flush(struct fc_store *s, bool rebuild_dirty, struct fc_error *err)
+int64_t fc_store_close_grace(uint32_t base, int level)
 {
+    int64_t spread = fc_store_level_secs[level] / 2 < 3600 ? fc_store_level_secs[level] / 2 : 3600;
+    uint64_t h16 = (uint32_t)(base * 2654435761u) >> 16; /* Knuth's multiplicative hash */
+
+    return FC_STORE_CLOSE_GRACE_S + (int64_t)((h16 * (uint64_t)spread) >> 16);
+}
+
+/* The newest 10 s window's end, never past the clock; INT64_MIN: none. */
+static int64_t newest_end(const struct fc_store *s)
+{
+    int64_t now_s = fc_now_ns() / 1000000000LL;
+
+    return s->newest_s < now_s ? s->newest_s : now_s;
+}
+
+/*
+ * Whether a dirty window is rebuilt now: closed (ended its grace before
+ * newest), or ending by before_s. A start far off the clock (a damaged
+ * key) is rebuilt at once, as every dirty window was before.
+ */
+static bool due_now(uint32_t base, int level, int64_t start, int64_t newest, int64_t before_s)
+{
+    int64_t end;
+
+    if (start < -(INT64_C(1) << 62) || start > (INT64_C(1) << 62)) {
+        return true;
+    }
+    end = start + fc_store_level_secs[level];
+    return (before_s > INT64_MIN / 2 && end <= before_s) ||
+           (newest > INT64_MIN / 2 && end + fc_store_close_grace(base, level) <= newest);
+}
+
+/* A dirty window a flush rebuilds: its key (a node key) and level. */
+struct due {
+    size_t at, n; /* its key: keys.data[at..at+n) */
+    uint32_t base;
+    int level;
+    int64_t window;
+    size_t order; /* the cursor's order, the tie-break of a stable sort by level */
+};
+
+static int by_level(const void *a, const void *b)
+{
+    const struct due *x = a, *y = b;
+
+    if (x->level != y->level) {
+        return x->level < y->level ? -1 : 1;
+    }
+    return x->order < y->order ? -1 : x->order > y->order;
+}
+
+/*
+ * The dirty windows of levels min_level to max_level that are due
+ * (due_now: closed, or ending by before_s), finest level first, in one pass over DB_DIRTY (which
+ * holds every coarse window still open at the front of each pod, about six a pod). A key that is
+ * not a window is deleted. Returns an LMDB code; *out and keys are the caller's.
+ */
+static int due_windows(struct fc_store *s, MDB_txn *txn, int64_t before_s, int min_level,
+                       int max_level, struct due **out, size_t *n_out, struct fc_buf *keys)
+{
+    int64_t newest = newest_end(s);
+    struct due *v = NULL;
+    size_t n = 0, cap = 0;
+    MDB_cursor *c;
+    MDB_val kv, dv;
+    int rc = 0, g;
+
+    *out = NULL;
+    *n_out = 0;
+    if ((rc = mdb_cursor_open(txn, s->db[DB_DIRTY], &c)) != 0) {
+        return rc;
+    }
+    for (g = mdb_cursor_get(c, &kv, &dv, MDB_FIRST); g == 0 && rc == 0;
+         g = mdb_cursor_get(c, &kv, &dv, MDB_NEXT)) {
+        uint32_t base;
+        int level;
+        int64_t window;
+        if (!dirty_key_parts(&kv, &base, &level, &window)) {
+            rc = mdb_cursor_del(c, 0); /* not a window: nothing to rebuild */
+            continue;
+        }
+        if (level < min_level || level > max_level ||
+            !due_now(base, level, window, newest, before_s)) {
+            continue; /* still open: readers take its children until it closes */
+        }
+        if (n == cap) {
+            cap = cap ? cap * 2 : 64;
+            v = fc_xrealloc(v, cap * sizeof(*v));
+        }
+        v[n] = (struct due){keys->len, kv.mv_size, base, level, window, n};
+        if (fc_buf_append(keys, kv.mv_data, kv.mv_size) != FC_OK) {
+            rc = ENOMEM;
+            break;
+        }
+        n++;
+    }
+    if (rc == 0 && g != 0 && g != MDB_NOTFOUND) {
+        rc = g;
+    }
+    mdb_cursor_close(c);
+    if (n > 1) {
+        qsort(v, n, sizeof(*v), by_level);
+    }
+    *out = v;
+    *n_out = n;
+    return rc;
+}
+
+/*
+ * The open windows into LMDB, then (rebuild_dirty) every dirty window that
+ * is closed (fc_store_close_grace) or ends at or before before_s rebuilt. Without rebuild_dirty
+ * (the open windows passed their byte cap between two timed flushes) the coarse windows stay dirty
+ * until the next timed flush, which keeps the cost of a cap flush to one merge per open window.
+ */
+static int flush(struct fc_store *s, bool rebuild_dirty, int64_t before_s, struct fc_error *err)
+{
+    struct due *due = NULL;
+    size_t n_due = 0, i = 0;
+    struct fc_buf keys;
     MDB_txn *txn;
     int rc;
 
@@ -162,29 +280,31 @@ static int flush(struct fc_store *s, bool rebuild_dirty, struct fc_error *err)
         atomic_store(&s->dirty, true);
         return err->code;
     }
+    /* After the open windows, whose newest may close windows (newest_s). */
+    fc_buf_init(&keys, 0);
+    if (rebuild_dirty) {
+        rc = due_windows(s, txn, before_s, 1, 1, &due, &n_due, &keys);
+    }
     /* Finest first: a window is rebuilt from children that are themselves up to date. */
     for (int level = 1; rebuild_dirty && rc == 0 && level < FC_STORE_LEVELS; level++) {
-        MDB_cursor *c;
-        MDB_val kv, v;
-        int g;
-        if ((rc = mdb_cursor_open(txn, s->db[DB_DIRTY], &c)) != 0) {
-            break;
+        if (level == 2) {
+            /*
+             * Again: the compacted 100 s windows merged after level 1 marked
+             * windows above them dirty, which the windows due above them
+             * must not be rebuilt from unrebuilt.
+             */
+            free(due);
+            fc_buf_reset(&keys);
+            i = 0;
+            if ((rc = due_windows(s, txn, before_s, 2, FC_STORE_LEVELS - 1, &due, &n_due, &keys)) !=
+                0) {
+                break;
+            }
         }
-        for (g = mdb_cursor_get(c, &kv, &v, MDB_FIRST); g == 0 && rc == 0;
-             g = mdb_cursor_get(c, &kv, &v, MDB_NEXT)) {
-            uint32_t base;
-            int lv;
-            int64_t window;
+        for (; rc == 0 && i < n_due && due[i].level == level; i++) {
+            MDB_val kv = val(keys.data + due[i].at, due[i].n);
             char tenant[256];
-            size_t tn;
-            if (!dirty_key_parts(&kv, &base, &lv, &window)) {
-                rc = mdb_cursor_del(c, 0); /* not a window: nothing to rebuild */
-                continue;
-            }
-            if (lv != level) {
-                continue;
-            }
-            tn = strnlen(kv.mv_data, kv.mv_size);
+            size_t tn = strnlen(kv.mv_data, kv.mv_size);
             if (tn >= sizeof(tenant)) {
                 tn = sizeof(tenant) - 1;
             }
@@ -192,26 +312,28 @@ static int flush(struct fc_store *s, bool rebuild_dirty, struct fc_error *err)
             tenant[tn] = '\0';
             /*
              * Compaction flushes after setting its cutoff and before deleting
-             * 10 s windows, so a dirty 100 s window always has its children.
+             * 10 s windows, with before_s at that cutoff, so a dirty 100 s
+             * window always has its children.
              */
-            if (rebuild(s, txn, tenant, base, level, window, err) != FC_OK) {
-                mdb_cursor_close(c);
+            if (rebuild(s, txn, tenant, due[i].base, level, due[i].window, err) != FC_OK) {
+                free(due);
+                fc_buf_release(&keys);
                 mdb_txn_abort(txn); /* the windows stay dirty: queries stay exact */
                 atomic_store(&s->dirty, true);
                 return err->code;
             }
-            rc = mdb_cursor_del(c, 0);
+            rc = mdb_del(txn, s->db[DB_DIRTY], &kv, NULL);
         }
-        if (rc == 0 && g != 0 && g != MDB_NOTFOUND) {
-            rc = g;
-        }
-        mdb_cursor_close(c);
         if (rc == 0 && level == 1 && fc_store_open_write(s, txn, 1, err) != FC_OK) {
+            free(due);
+            fc_buf_release(&keys);
             mdb_txn_abort(txn); /* still open and logged: nothing is lost */
             atomic_store(&s->dirty, true);
             return err->code;
         }
     }
+    free(due);
+    fc_buf_release(&keys);
     if (rc != 0) {
         mdb_txn_abort(txn);
         atomic_store(&s->dirty, true);
@@ -234,12 +356,17 @@ static int flush(struct fc_store *s, bool rebuild_dirty, struct fc_error *err)
 
 int fc_store_flush(struct fc_store *s, struct fc_error *err)
 {
-    return flush(s, true, err);
+    return flush(s, true, INT64_MIN, err);
+}
+
+int fc_store_flush_before(struct fc_store *s, int64_t before_s, struct fc_error *err)
+{
+    return flush(s, true, before_s, err);
 }
 
 int fc_store_flush_open(struct fc_store *s, struct fc_error *err)
 {
-    return flush(s, false, err);
+    return flush(s, false, INT64_MIN, err);
 }
 
 int64_t fc_store_flush_in(struct fc_store *s)

@@ -181,6 +181,28 @@ static int del_key(struct fc_store *s, MDB_txn *txn, int db, const struct key *k
     return rc == MDB_NOTFOUND ? 0 : rc;
 }
 
+/* Deletes every key of db that starts with prefix k. */
+static int del_prefix(MDB_txn *txn, MDB_dbi db, const struct key *k)
+{
+    MDB_cursor *c;
+    MDB_val kv = val(k->b, k->n), v;
+    int rc, g;
+
+    if ((rc = mdb_cursor_open(txn, db, &c)) != 0) {
+        return rc;
+    }
+    for (g = mdb_cursor_get(c, &kv, &v, MDB_SET_RANGE);
+         g == 0 && rc == 0 && kv.mv_size >= k->n && memcmp(kv.mv_data, k->b, k->n) == 0;
+         g = mdb_cursor_get(c, &kv, &v, MDB_GET_CURRENT)) {
+        rc = mdb_cursor_del(c, 0); /* the cursor is then at the next key */
+    }
+    mdb_cursor_close(c);
+    if (rc == 0 && g != 0 && g != MDB_NOTFOUND) {
+        rc = g;
+    }
+    return rc;
+}
+
 /* One label of a series being forgotten: h64 of its name and of its value, and the series. */
 struct label_of {
     uint64_t name, value;
@@ -361,7 +383,7 @@ static int forget_base(struct fc_store *s, MDB_txn *txn, const char *tenant, uin
     key_tenant(&bk, tenant);
     key_be32(&bk, base);
     if (has_prefix(txn, s->db[DB_NODE], &bk) || has_prefix(txn, s->db[DB_BUNDLE], &bk) ||
-        has_prefix(txn, s->db[DB_DIRTY], &bk) || fc_store_open_first(s, tenant, base) != NULL) {
+        fc_store_open_first(s, tenant, base) != NULL) {
         return 0;
     }
     kv = val(bk.b, bk.n);
@@ -373,6 +395,15 @@ static int forget_base(struct fc_store *s, MDB_txn *txn, const char *tenant, uin
     if (service_first(s, txn, tenant, base, (const char *)base_canon.data, base_canon.len)) {
         fc_buf_release(&base_canon);
         return 0;
+    }
+    /*
+     * Its dirty windows have no children left to be rebuilt from: a coarse
+     * window is rebuilt once it closes (store_flush.c), and the 10^7 s one
+     * of a pod gone today closes up to 115 days later.
+     */
+    if ((rc = del_prefix(txn, s->db[DB_DIRTY], &bk)) != 0) {
+        fc_buf_release(&base_canon);
+        return rc;
     }
     fc_buf_init(&labels, 0);
     /*

@@ -175,6 +175,12 @@ struct fc_store {
     _Atomic int64_t last_flush_ns; /* monotonic time of the last fc_store_flush */
     int64_t flush_ns;              /* flush_interval_ns */
     bool ready;                    /* opened whole: close flushes the dirty windows */
+    /*
+     * The end of the newest 10 s window a flush wrote (INT64_MIN: none;
+     * kept in DB_META across restarts), the writer's: coarse windows are
+     * rebuilt once it has passed them (fc_store_close_grace).
+     */
+    int64_t newest_s;
     _Atomic bool dirty;            /* a write since the last flush began */
     struct open_windows open;      /* written since the last flush (store_open.c) */
     struct id_cache ids;           /* ids known to be in LMDB (store_ids.c) */
@@ -184,6 +190,8 @@ struct fc_store {
 
 /* "\0coarse_before" in DB_META: le64 unix s. */
 extern const char fc_store_coarse_key[15];
+/* "\0newest" in DB_META: fc_store.newest_s as of the last flush, le64 unix s. */
+extern const char fc_store_newest_key[8];
 
 /*
  * The code of the last failed write on this thread (0: none yet): an LMDB
@@ -496,6 +504,22 @@ bool fc_store_open_has_compacted(struct fc_store *s);
  * next fc_store_flush): what a write does when they pass their byte cap.
  */
 int fc_store_flush_open(struct fc_store *s, struct fc_error *err);
+
+/*
+ * A coarse window is rebuilt once it is closed: once the newest 10 s
+ * window's end (never past the clock) is this many seconds past its own:
+ * FC_STORE_CLOSE_GRACE_S for profiles that arrive late, and up to half the
+ * window more (at most an hour) by its base, so that the windows of many
+ * pods, which end together, close over that time and not all at one
+ * flush. A base's grace never shrinks from a level to the next, so a
+ * window closes no sooner than its children. Until it closes each flush
+ * only marks it dirty and readers take its children, so a pod's six
+ * coarse windows are each built once, not at every flush that wrote one of
+ * its profiles (issue 14: that was 76-86 % of the CPU of ingest at the
+ * SDKs' rate).
+ */
+#define FC_STORE_CLOSE_GRACE_S 60
+int64_t fc_store_close_grace(uint32_t base, int level);
 /* After the flush's commit (the caller holds the lock): empties the windows and the log. */
 void fc_store_open_clear(struct fc_store *s);
 /* The first open window of (tenant, base) and the next ones (callers hold the lock). */

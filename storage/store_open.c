@@ -543,6 +543,10 @@ int fc_store_open_write(struct fc_store *s, MDB_txn *txn, int level, struct fc_e
             continue;
         }
         w.tenant = ow->tenant;
+        if (ow->start <= INT64_MAX - fc_store_level_secs[ow->level] &&
+            ow->start + fc_store_level_secs[ow->level] > s->newest_s) {
+            s->newest_s = ow->start + fc_store_level_secs[ow->level];
+        }
         rc = fc_store_merge_window(&w, ow->base, ow->level, ow->start, &ow->parts);
         rc = rc ? rc : fc_store_mark_ancestors(&w, ow->base, ow->level, ow->start);
         if (ow->level == 0) {
@@ -555,6 +559,11 @@ int fc_store_open_write(struct fc_store *s, MDB_txn *txn, int level, struct fc_e
         v = val(next, sizeof(next));
         if ((r = mdb_put(txn, s->db[DB_META], &kv, &v, 0)) != 0) {
             rc = fc_store_lmdb_error(err, r, "wal");
+        }
+        kv = val(fc_store_newest_key, sizeof(fc_store_newest_key) - 1);
+        v = val(&s->newest_s, sizeof(s->newest_s));
+        if (rc == FC_OK && (r = mdb_put(txn, s->db[DB_META], &kv, &v, 0)) != 0) {
+            rc = fc_store_lmdb_error(err, r, "newest");
         }
     }
     return rc;

@@ -28,6 +28,7 @@
 #include <zstd.h>
 
 #include "core/buf.h"
+#include "core/timeutil.h"
 #include "exporters/store/store.h"
 #include "formats/folded.h"
 #include "formats/pprof.h"
@@ -732,6 +733,8 @@ static struct fc_batch *store_go_cpu(const char *name, char *sub, size_t size,
     o->sync = FC_SYNC_NONE;
     assert_int_equal(fc_store_open(o, &s2, &err), FC_OK);
     assert_int_equal(fc_store_write(s2, &b, 1, &err), FC_OK);
+    /* Its coarse windows built too, though nothing newer closed them (store_flush.c). */
+    assert_int_equal(fc_store_flush_before(s2, INT64_MAX, &err), FC_OK);
     fc_store_close(s2);
     return b;
 }
@@ -927,9 +930,9 @@ static void go_cpu_read_as_written(struct fc_store_options *o, struct fc_batch *
         memset(&got, 0, sizeof(got));
         fc_store_result_release(&res);
     }
-    /* The same profile again, into the old windows: merged at the flush. */
+    /* The same profile again, into the old windows: merged at the flush (coarse ones too). */
     assert_int_equal(fc_store_write(s2, &b, 1, &err), FC_OK);
-    assert_int_equal(fc_store_flush(s2, &err), FC_OK);
+    assert_int_equal(fc_store_flush_before(s2, INT64_MAX, &err), FC_OK);
     for (int range = 0; range < 2; range++) {
         q.until_ns = (BASE + (range == 0 ? 10 : 86400)) * 1000000000LL;
         assert_int_equal(fc_store_select_merge(s2, &q, &res, &stats, &err), FC_OK);
@@ -1535,6 +1538,65 @@ static void db_entries(const char *sub, const char *const *names, size_t n, size
     mdb_env_close(env);
 }
 
+/* Whether the n bytes at p hold text. */
+static bool holds(const void *p, size_t n, const char *text)
+{
+    size_t tl = strlen(text);
+    for (size_t i = 0; i + tl <= n; i++) {
+        if (memcmp((const char *)p + i, text, tl) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/*
+ * The dirty keys (storage/store_int.h: node keys, tenant 0 be32(base) ...)
+ * of the closed store sub under the bases whose `bid` labels hold `has`
+ * (at most 16 bases, their ids into ids); returns how many keys.
+ */
+static size_t dirty_of_bases_with(const char *sub, const char *tenant, const char *has,
+                                  uint32_t *ids, size_t *n_ids)
+{
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi bid, dirty;
+    MDB_cursor *c;
+    MDB_val k, v;
+    size_t n = 0, t = strlen(tenant) + 1;
+
+    lmdb_begin(sub, MDB_RDONLY, &env, &txn);
+    assert_int_equal(mdb_dbi_open(txn, "bid", 0, &bid), 0);
+    assert_int_equal(mdb_dbi_open(txn, "dirty", 0, &dirty), 0);
+    assert_int_equal(mdb_cursor_open(txn, bid, &c), 0);
+    for (int g = mdb_cursor_get(c, &k, &v, MDB_FIRST); g == 0;
+         g = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+        if (k.mv_size == t + 4 && memcmp(k.mv_data, tenant, t) == 0 &&
+            holds(v.mv_data, v.mv_size, has) && *n_ids < 16) {
+            const uint8_t *b = (const uint8_t *)k.mv_data + t;
+            ids[(*n_ids)++] = (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | b[2] << 8 | b[3];
+        }
+    }
+    mdb_cursor_close(c);
+    assert_int_equal(mdb_cursor_open(txn, dirty, &c), 0);
+    for (int g = mdb_cursor_get(c, &k, &v, MDB_FIRST); g == 0;
+         g = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+        const uint8_t *b = (const uint8_t *)k.mv_data + t;
+        uint32_t base;
+        if (k.mv_size < t + 4 || memcmp(k.mv_data, tenant, t) != 0) {
+            continue;
+        }
+        base = (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | b[2] << 8 | b[3];
+        for (size_t i = 0; i < *n_ids; i++) {
+            n += ids[i] == base;
+        }
+    }
+    mdb_cursor_close(c);
+    mdb_txn_abort(txn);
+    mdb_env_close(env);
+    return n;
+}
+
 /* The CPU total of the pods of svc-0 that pod=~re matches over [from, until) (by series). */
 static int64_t pods_matching(struct fc_store *s2, const char *re, int64_t from, int64_t until)
 {
@@ -1660,8 +1722,9 @@ static void test_retention_forgets_pods_left_without_data(void **state)
     struct fc_store *s2 = open_sub("forget");
     struct fc_error err = {0};
     const int64_t later = BASE + 40 * 86400;
-    size_t before[N], after[N], n_values = 0, n_names = 0;
+    size_t before[N], after[N], n_values = 0, n_names = 0, n_gone = 0;
     uint64_t deleted = 0, pods = 0, series = 0;
+    uint32_t gone[16];
     char sub[128], **values = NULL, **names = NULL;
 
     (void)state;
@@ -1684,6 +1747,12 @@ static void test_retention_forgets_pods_left_without_data(void **state)
     db_entries(sub, dbs, N, before);
     assert_int_equal(before[BID], 10);
     assert_int_equal(before[SID] % 10, 0); /* each pod has the same series */
+    /*
+     * p1-p4's 10^7 s window (BASE is on its edge) is still open 40 days
+     * later: dirty until it closes, 115 days after BASE (store_flush.c).
+     */
+    assert_int_equal(dirty_of_bases_with(sub, "f", "gone\x01x", gone, &n_gone), 4);
+    assert_int_equal(n_gone, 4);
 
     s2 = open_sub("forget");
     {
@@ -1735,6 +1804,12 @@ static void test_retention_forgets_pods_left_without_data(void **state)
     db_entries(sub, dbs, N, after);
     assert_int_equal(after[BID], 7); /* p0, p5-p9 and p1 made again */
     assert_int_equal(after[BASE_DB], before[BASE_DB] - 3);
+    {
+        /* The forgotten pods' dirty windows went with them (by their old ids; "\xff" adds none). */
+        size_t n = n_gone;
+        assert_int_equal(dirty_of_bases_with(sub, "f", "\xff", gone, &n), 0);
+        assert_int_equal(n, n_gone);
+    }
     {
         /*
          * A base without series as older builds made one for an idle pod
@@ -2048,18 +2123,6 @@ static bool has_label(const char *canon, const char *name, const char *value)
     char want[256];
     int n = snprintf(want, sizeof(want), "\x02%s\x01%s\x02", name, value);
     return strncmp(canon, want + 1, (size_t)n - 1) == 0 || strstr(canon, want) != NULL;
-}
-
-/* Whether the n bytes at p hold text. */
-static bool holds(const void *p, size_t n, const char *text)
-{
-    size_t tl = strlen(text);
-    for (size_t i = 0; i + tl <= n; i++) {
-        if (memcmp((const char *)p + i, text, tl) == 0) {
-            return true;
-        }
-    }
-    return false;
 }
 
 /* Whether canonical labels are sorted by name, each name once. */
@@ -4013,6 +4076,19 @@ static void count_nodes_packed(const char *name, int *nodes, int *links, int *su
     mdb_env_close(env);
 }
 
+/*
+ * Closes st with every dirty coarse window built, closed or not: a flush
+ * builds only those a minute behind the newest profile (store_flush.c),
+ * and the tests that count nodes write no newer one.
+ */
+static void close_built(struct fc_store *st)
+{
+    struct fc_error err = {0};
+
+    assert_int_equal(fc_store_flush_before(st, INT64_MAX, &err), FC_OK);
+    fc_store_close(st);
+}
+
 static void count_nodes(const char *name, int *nodes, int *links, int *sums)
 {
     int packed;
@@ -4055,7 +4131,7 @@ static void test_single_child_windows_link(void **state)
     (void)state;
     assert_int_equal(fc_store_write(s2, &b, 1, &err), FC_OK);
     fc_batch_unref(b);
-    fc_store_close(s2); /* flushes */
+    close_built(s2);
     count_nodes("links", &nodes, &links, &sums);
     assert_int_equal(nodes, 7);
     assert_int_equal(links, 5);
@@ -4080,7 +4156,7 @@ static void test_single_child_windows_link(void **state)
     assert_int_equal(range_total(s2, &q, BASE, BASE + 10000), 2 * GO_CPU_TOTAL);
     assert_int_equal(timeline_bucket(s2, &q, 1000, 1), GO_CPU_TOTAL);
     assert_int_equal(timeline_bucket(s2, &q, 10000, 0), 2 * GO_CPU_TOTAL);
-    fc_store_close(s2);
+    close_built(s2);
     count_nodes("links", &nodes, &links, &sums);
     /*
      * 10 s, 100 s and 10^3 s of each profile (two links), the 10^4 s window
@@ -4151,6 +4227,148 @@ static bool put_node_value(const char *name, int level, const void *v, size_t le
     return done;
 }
 
+/* Whether db ("node" or "dirty") of the closed store dir/name holds window (tenant, base, level,
+ * start). */
+static bool window_key_in(const char *name, const char *db, const char *tenant, uint32_t base,
+                          int level, int64_t start)
+{
+    char sub[256];
+    uint8_t key[300];
+    size_t n = strlen(tenant) + 1;
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi dbi;
+    MDB_val k = {0, key}, v;
+    bool found;
+
+    snprintf(sub, sizeof(sub), "%s/%s", dir, name);
+    /* The layout of storage/store_int.h: tenant 0 be32(base) u8(level) be64(start). */
+    memcpy(key, tenant, n);
+    for (int i = 0; i < 4; i++) {
+        key[n++] = (uint8_t)(base >> (24 - 8 * i));
+    }
+    key[n++] = (uint8_t)level;
+    for (int i = 0; i < 8; i++) {
+        key[n++] = (uint8_t)((uint64_t)start >> (56 - 8 * i));
+    }
+    k.mv_size = n;
+    lmdb_begin(sub, MDB_RDONLY, &env, &txn);
+    assert_int_equal(mdb_dbi_open(txn, db, 0, &dbi), 0);
+    found = mdb_get(txn, dbi, &k, &v) == 0;
+    mdb_txn_abort(txn);
+    mdb_env_close(env);
+    return found;
+}
+
+/*
+ * A coarse window is built once it is closed: once the newest 10 s window
+ * written, never later than the clock, ends its grace past it
+ * (storage/store_int.h: a minute, and by its base up to half the window
+ * more, at most an hour). Base 1's grace at 100 s, by hand: 60 + 40503 *
+ * 50 / 65536 = 90 s (40503: the top 16 bits of 2654435761, Knuth's
+ * multiplicative hash of 1). Until then the window stays dirty (no tree
+ * stored) and is read through its children. One go-1s-cpu profile
+ * (GO_CPU_TOTAL by hand) at BASE: its 100 s window stays dirty, as after
+ * profiles at BASE + 95 and BASE + 175 (whose 10 s window ends 80 s past
+ * it); one at BASE + 185 (90 s) closes it, not the 100 s window of its own
+ * nor the 10^3 s window; one at BASE + 5 after a reopen dirties it again,
+ * and it is rebuilt at the flush (the newest window is kept across
+ * restarts). Two profiles a 1000 s apart in
+ * the future (a week past the clock) close nothing.
+ */
+static void test_coarse_windows_built_once_closed(void **state)
+{
+    struct fc_store *s2 = open_unflushed("closed");
+    struct fc_error err = {0};
+    struct fc_selector sel;
+    struct fc_store_query q = {0};
+    int64_t future = (fc_now_ns() / 1000000000LL + 7 * 86400) / 1000 * 1000;
+    uint64_t deleted = 0;
+    struct fc_batch *b = load("go-1s-cpu.pb.gz", 0, BASE, "w");
+
+    (void)state;
+    assert_int_equal(fc_selector_parse("process_cpu:cpu:nanoseconds:cpu:nanoseconds{}", &sel, &err),
+                     FC_OK);
+    q.tenant = "w";
+    q.selector = &sel;
+    assert_int_equal(fc_store_write(s2, &b, 1, &err), FC_OK);
+    fc_batch_unref(b);
+    assert_int_equal(fc_store_flush(s2, &err), FC_OK);
+    assert_int_equal(range_total(s2, &q, BASE, BASE + 100), GO_CPU_TOTAL); /* its children */
+    assert_int_equal(timeline_bucket(s2, &q, 100, 0), GO_CPU_TOTAL);
+    fc_store_close(s2);
+    assert_false(window_key_in("closed", "node", "w", 1, 1, BASE));
+    assert_true(window_key_in("closed", "dirty", "w", 1, 1, BASE));
+    assert_true(window_key_in("closed", "node", "w", 1, 0, BASE));
+
+    /* Its last 10 s, and one whose 10 s window ends 80 s past it (the grace is 90 s). */
+    s2 = open_unflushed("closed");
+    for (int i = 0; i < 2; i++) {
+        b = load("go-1s-cpu.pb.gz", 0, BASE + (i ? 175 : 95), "w");
+        assert_int_equal(fc_store_write(s2, &b, 1, &err), FC_OK);
+        fc_batch_unref(b);
+    }
+    assert_int_equal(fc_store_flush(s2, &err), FC_OK);
+    fc_store_close(s2);
+    assert_false(window_key_in("closed", "node", "w", 1, 1, BASE));
+    assert_true(window_key_in("closed", "dirty", "w", 1, 1, BASE));
+
+    /* 90 s past it: closed. */
+    s2 = open_unflushed("closed");
+    b = load("go-1s-cpu.pb.gz", 0, BASE + 185, "w");
+    assert_int_equal(fc_store_write(s2, &b, 1, &err), FC_OK);
+    fc_batch_unref(b);
+    assert_int_equal(fc_store_flush(s2, &err), FC_OK);
+    assert_int_equal(range_total(s2, &q, BASE, BASE + 100), 2 * GO_CPU_TOTAL); /* built */
+    assert_int_equal(range_total(s2, &q, BASE, BASE + 1000), 4 * GO_CPU_TOTAL);
+    assert_int_equal(timeline_bucket(s2, &q, 1000, 0), 4 * GO_CPU_TOTAL);
+    fc_store_close(s2);
+    assert_true(window_key_in("closed", "node", "w", 1, 1, BASE));
+    assert_false(window_key_in("closed", "dirty", "w", 1, 1, BASE));
+    assert_false(window_key_in("closed", "node", "w", 1, 1, BASE + 100));
+    assert_true(window_key_in("closed", "dirty", "w", 1, 1, BASE + 100));
+    assert_true(window_key_in("closed", "dirty", "w", 1, 2, BASE));
+
+    /* A late profile dirties the closed window again: rebuilt at once (what closed is kept). */
+    s2 = open_unflushed("closed");
+    b = load("go-1s-cpu.pb.gz", 0, BASE + 5, "w");
+    assert_int_equal(fc_store_write(s2, &b, 1, &err), FC_OK);
+    fc_batch_unref(b);
+    assert_int_equal(fc_store_flush(s2, &err), FC_OK);
+    assert_int_equal(range_total(s2, &q, BASE, BASE + 100), 3 * GO_CPU_TOTAL);
+    fc_store_close(s2);
+    assert_true(window_key_in("closed", "node", "w", 1, 1, BASE));
+    assert_false(window_key_in("closed", "dirty", "w", 1, 1, BASE));
+
+    s2 = open_unflushed("closed");
+    for (int i = 0; i < 2; i++) {
+        b = load("go-1s-cpu.pb.gz", 0, future + 1000 * i, "w");
+        assert_int_equal(fc_store_write(s2, &b, 1, &err), FC_OK);
+        fc_batch_unref(b);
+    }
+    assert_int_equal(fc_store_flush(s2, &err), FC_OK);
+    assert_int_equal(range_total(s2, &q, future, future + 100), GO_CPU_TOTAL);
+    fc_store_close(s2);
+    assert_true(window_key_in("closed", "dirty", "w", 1, 1, future));
+    assert_false(window_key_in("closed", "node", "w", 1, 1, future));
+    /* The clock closed the past ones meanwhile: built, none dirty. */
+    assert_true(window_key_in("closed", "node", "w", 1, 1, BASE + 100));
+    assert_false(window_key_in("closed", "dirty", "w", 1, 2, BASE));
+
+    /* Compaction past a 100 s window not closed yet builds it before its 10 s windows go. */
+    s2 = open_unflushed("closed-compact");
+    b = load("go-1s-cpu.pb.gz", 0, BASE + 30, "w");
+    assert_int_equal(fc_store_write(s2, &b, 1, &err), FC_OK);
+    fc_batch_unref(b);
+    assert_int_equal(fc_store_flush(s2, &err), FC_OK);
+    assert_int_equal(fc_store_compact_before(s2, BASE + 1000, &deleted, &err), FC_OK);
+    assert_int_equal(deleted, 1);
+    assert_int_equal(range_total(s2, &q, BASE, BASE + 100), GO_CPU_TOTAL);
+    assert_int_equal(timeline_bucket(s2, &q, 100, 0), GO_CPU_TOTAL);
+    fc_store_close(s2);
+    fc_selector_release(&sel);
+}
+
 /*
  * A coarse window of two stored children is a sum (format 16), read through
  * them: profiles at BASE and BASE + 200 (two 100 s windows in one 1000 s
@@ -4176,7 +4394,7 @@ static void test_two_child_windows_are_sums(void **state)
         assert_int_equal(fc_store_write(s2, &b, 1, &err), FC_OK);
         fc_batch_unref(b);
     }
-    fc_store_close(s2); /* flushes */
+    close_built(s2);
     count_nodes("sums", &nodes, &links, &sums);
     /* Two 10 s and two 100 s windows; 10^3 s a sum of two, 10^4 to 10^7 s sums of a sum. */
     assert_int_equal(nodes, 4 + 5);
@@ -4206,7 +4424,7 @@ static void test_two_child_windows_are_sums(void **state)
     assert_int_equal(range_total(s2, &q, BASE - 10000000, BASE + 10000000), 3 * GO_CPU_TOTAL);
     assert_int_equal(range_total(s2, &q, BASE, BASE + 1000), 3 * GO_CPU_TOTAL);
     assert_int_equal(timeline_bucket(s2, &q, 10000, 0), 3 * GO_CPU_TOTAL);
-    fc_store_close(s2);
+    close_built(s2);
     count_nodes("sums", &nodes, &links, &sums);
     /* Three 10 s and 100 s windows, the 10^3 s merge and four links to it and above. */
     assert_int_equal(nodes, 6 + 1 + 4);
@@ -4228,7 +4446,7 @@ static void test_two_child_windows_are_sums(void **state)
             s2 = open_unflushed("sums");
         }
     }
-    fc_store_close(s2);
+    close_built(s2);
     count_nodes("sums", &nodes, &links, &sums);
     assert_int_equal(nodes, 2 + 5); /* the third's 10 s, 100 s; links from 10^3 s up */
     assert_int_equal(links, 5);
@@ -4262,7 +4480,7 @@ static void test_two_child_windows_are_sums(void **state)
         assert_int_equal(fc_store_write(s2, &b, 1, &err), FC_OK);
         fc_batch_unref(b);
     }
-    fc_store_close(s2);
+    close_built(s2);
     count_nodes("sums2", &nodes, &links, &sums);
     assert_int_equal(sums, 1);      /* the first 10^3 s window */
     assert_int_equal(links, 2 + 3); /* the other two; 10^5 s and above to the 10^4 s merge */
@@ -4657,6 +4875,7 @@ int main(void)
         cmocka_unit_test(test_log_keeps_its_file),
         cmocka_unit_test(test_single_child_windows_link),
         cmocka_unit_test(test_two_child_windows_are_sums),
+        cmocka_unit_test(test_coarse_windows_built_once_closed),
         cmocka_unit_test(test_coarse_windows_against_a_model),
         cmocka_unit_test(test_id_cache),
         cmocka_unit_test(test_span_entries_through_the_log),

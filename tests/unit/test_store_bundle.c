@@ -78,18 +78,28 @@ static void write1(struct fc_store *s, struct fc_batch *b)
     fc_batch_unref(b);
 }
 
-/* p0 at BASE + 10 i + 3 (cpu 1000 + i), p1 at every other (cpu 5), then flushed. */
-static void write_all(struct fc_store *s)
+/*
+ * Flushed with every dirty coarse window built, closed or not: a flush
+ * builds only those a minute behind the newest profile (store_flush.c),
+ * and the windows these tests bundle are counted with their 100 s window.
+ */
+static void flush_all(struct fc_store *s)
 {
     struct fc_error err = {0};
 
+    assert_int_equal(fc_store_flush_before(s, INT64_MAX, &err), FC_OK);
+}
+
+/* p0 at BASE + 10 i + 3 (cpu 1000 + i), p1 at every other (cpu 5), then flushed. */
+static void write_all(struct fc_store *s)
+{
     for (int i = 0; i < WINDOWS; i++) {
         write1(s, profile("p0", BASE + 10 * i + 3, "work", 1000 + i));
         if (i % 2 == 0) {
             write1(s, profile("p1", BASE + 10 * i + 3, "idle", 5));
         }
     }
-    assert_int_equal(fc_store_flush(s, &err), FC_OK);
+    flush_all(s);
 }
 
 static struct fc_store *written(const char *name)
@@ -299,7 +309,7 @@ static void test_late_write_into_a_bundled_window(void **state)
     assert_int_equal(n, 12 * 17);
     write1(s, profile("p0", at, "work", 100000));
     assert_answers(s, at, 100000); /* open, not flushed */
-    assert_int_equal(fc_store_flush(s, &err), FC_OK);
+    flush_all(s);
     assert_answers(s, at, 100000);
     /*
      * Its 10 s window was stored whole and its 100 s window rebuilt: the next
@@ -351,7 +361,7 @@ static void test_link_to_a_bundled_window(void **state)
 
     (void)state;
     write1(s, profile("p2", BASE + 503, "work", 77));
-    assert_int_equal(fc_store_flush(s, &err), FC_OK);
+    flush_all(s);
     assert_int_equal(fc_store_bundle_before(s, BASE + 2000, 0, &n, &err), FC_OK);
     assert_int_equal(n, 2);
     assert_int_equal(total(s, CPU "{pod=\"p2\"}", BASE, BASE + 1000), 77);
@@ -388,7 +398,7 @@ static void test_pass_in_steps(void **state)
         write1(s, profile("p3", BASE + 50 * i + 1, "work", 1 + i));
         want += 1 + i;
     }
-    assert_int_equal(fc_store_flush(s, &err), FC_OK);
+    flush_all(s);
     assert_int_equal(fc_store_bundle_before(s, BASE + 30000, 1, &n, &err), FC_EAGAIN);
     assert_int_equal(n, 256 * 3);
     assert_int_equal(total(s, CPU "{pod=\"p3\"}", BASE, BASE + 30000), want);
@@ -429,7 +439,7 @@ static void test_retention_and_compaction_delete_bundles(void **state)
      * The span's 100 s windows, rebuilt without what went, are stored whole:
      * the next pass bundles them again with the span's 6 + 3 windows left.
      */
-    assert_int_equal(fc_store_flush(s, &err), FC_OK);
+    flush_all(s);
     assert_int_equal(fc_store_bundle_before(s, BASE + 1200, 0, &n, &err), FC_OK);
     assert_int_equal(n, 6 + 3 + 2);
     assert_int_equal(total(s, CPU "{pod=~\"p.\"}", BASE, BASE + 100),
@@ -527,7 +537,7 @@ static void test_compaction_in_steps(void **state)
         want_all += 4 * i + 3;
         want_first += i < 150 ? 4 * i + 3 : 0;
     }
-    assert_int_equal(fc_store_flush(s, &err), FC_OK);
+    flush_all(s);
     assert_int_equal(fc_store_bundle_before(s, BASE + 30000, 0, &n, &err), FC_OK);
     assert_int_equal(n, 300 * 3 + 3); /* and the three 10^4 s windows packed */
     assert_int_equal(fc_store_compact_before(s, BASE + 15000, &n, &err), FC_OK);
@@ -799,7 +809,7 @@ static void test_marker_of_another_window_is_skipped(void **state)
     fc_selector_release(&sel);
     /* A late profile into it: the window is rebuilt from that profile alone. */
     write1(s, profile("p0", BASE + 25, "work", 7));
-    assert_int_equal(fc_store_flush(s, &err), FC_OK);
+    flush_all(s);
     assert_int_equal(total(s, CPU "{pod=\"p0\"}", BASE + 20, BASE + 30), 7);
     assert_int_equal(total(s, CPU "{pod=\"p0\"}", BASE + 30, BASE + 40),
                      want_p0(BASE + 30, BASE + 40));
@@ -918,7 +928,7 @@ static void test_bundles_shrink_a_pod(void **state)
         p->time_ns = (BASE + 10 * i + 1) * 1000000000LL;
         write1(s, b);
     }
-    assert_int_equal(fc_store_flush(s, &err), FC_OK);
+    flush_all(s);
     for (int r = 0; r < 4; r++) {
         before[r] =
             total(s, CPU "{service_name=\"shrink\"}", BASE + 130 * r + 10, BASE + 3600 - 270 * r);
@@ -993,7 +1003,7 @@ static struct fc_store *written_services(const char *name)
     write1(s, service_profile("mail", "c", BASE + 13, "idle", 9));
     write1(s, service_profile("shop", "a", DAY_END + 3, "work", 50));
     write1(s, service_profile("shop", "a", DAY_END + 13, "work", 60));
-    assert_int_equal(fc_store_flush(s, &err), FC_OK);
+    flush_all(s);
     assert_int_equal(fc_store_bundle_before(s, DAY_END + 200, 0, &n, &err), FC_OK);
     assert_true(n > 0);
     return s;
@@ -1341,7 +1351,7 @@ static void test_bundles_of_format_13_still_read(void **state)
     assert_int_equal(fc_store_corrupt_windows(s), 0);
     /* A late write into a's first span: re-bundled (from its plain bundle) with a dictionary. */
     write1(s, service_profile("shop", "a", BASE + 23, "work", 5));
-    assert_int_equal(fc_store_flush(s, &err), FC_OK);
+    flush_all(s);
     assert_int_equal(fc_store_bundle_before(s, DAY_END + 200, 0, &n, &err), FC_OK);
     assert_true(n > 0);
     assert_int_equal(total(s, SHOP ",pod=\"a\"}", BASE, BASE + 100), 300 + 5);
@@ -1374,7 +1384,7 @@ static void test_compaction_stores_whole_what_it_cannot_bundle(void **state)
     (void)state;
     /* Two leaves in b's first span, so that a self read undivided changes its total. */
     write1(s, service_profile("shop", "b", BASE + 23, "idle", 500));
-    assert_int_equal(fc_store_flush(s, &err), FC_OK);
+    flush_all(s);
     assert_int_equal(fc_store_bundle_before(s, DAY_END + 200, 0, &n, &err), FC_OK);
     fc_store_close(s);
     bundles_to_format_13("whole13");
@@ -1528,7 +1538,7 @@ static void test_second_pod_compresses_against_the_first(void **state)
         }
         free(data);
     }
-    assert_int_equal(fc_store_flush(s, &err), FC_OK);
+    flush_all(s);
     for (int pod = 0; pod < 2; pod++) {
         char sel[128];
         snprintf(sel, sizeof(sel), CPU "{pod=\"%s\"}", pods[pod]);
@@ -1737,10 +1747,10 @@ static void test_dictionary_samples_other_pods(void **state)
     write_corpus(s, "go-3s-cpu.pb.gz", "shop", "b", BASE - DAY + 1);
     write_corpus(s, "go-3s-cpu.pb.gz", "shop", "b", BASE + 201);
     write_corpus(s, "go-1s-allocs.pb.gz", "shop", "d", DAY_END + 1);
-    assert_int_equal(fc_store_flush(s, &err), FC_OK);
+    flush_all(s);
     /* x's windows go (those ending by the cutoff; the coarse ones emptied at the flush). */
     assert_int_equal(fc_store_delete_before(s, BASE - DAY, &n, &err), FC_OK);
-    assert_int_equal(fc_store_flush(s, &err), FC_OK);
+    flush_all(s);
     before[0] = total(s, CPU "{pod=\"a\"}", BASE, BASE + 100);
     before[1] = total(s, CPU "{pod=\"b\"}", BASE + 200, BASE + 300);
     fc_store_close(s);
@@ -1914,7 +1924,7 @@ static void test_closed_10000s_windows_packed(void **state)
     for (int j = 0; j < 30; j++) {
         write1(s, profile("k", BASE + 1000 * j + 3, "work", 1 + j));
     }
-    assert_int_equal(fc_store_flush(s, &err), FC_OK);
+    flush_all(s);
     assert_int_equal(fc_store_bundle_before(s, BASE + 30000, 0, &n, &err), FC_OK);
     assert_int_equal(n, 30 * 2 + 3); /* each span's 10 s and 100 s window, then the three */
     assert_k(s, 0, 0);
@@ -1927,7 +1937,7 @@ static void test_closed_10000s_windows_packed(void **state)
 
     s = fc_test_store_open(dir, "packs");
     write1(s, profile("k", BASE + 15003, "work", 1000));
-    assert_int_equal(fc_store_flush(s, &err), FC_OK);
+    flush_all(s);
     assert_k(s, BASE + 15003, 1000);
     fc_store_close(s);
     assert_false(packed_as("packs", k, BASE + 10000, 1, BASE + 1)); /* stored whole again */
@@ -1951,7 +1961,7 @@ static void test_closed_10000s_windows_packed(void **state)
     /* The watermark well past the pack's 10^5 s span first (a reopen starts it at 0). */
     assert_int_equal(fc_store_bundle_before(s, BASE + 300000, 0, &n, &err), FC_OK);
     write1(s, profile("k", BASE + 25003, "work", 500));
-    assert_int_equal(fc_store_flush(s, &err), FC_OK);
+    flush_all(s);
     assert_int_equal(fc_store_bundle_before(s, BASE + 300000, 0, &n, &err), FC_OK);
     assert_int_equal(total(s, CPU "{pod=\"k\"}", BASE + 20000, BASE + 30000),
                      want_k(BASE + 20000, BASE + 30000, 0, 0) + 500);
