@@ -198,10 +198,10 @@ static int by_level(const void *a, const void *b)
  * holds every coarse window still open at the front of each pod, about six a pod). A key that is
  * not a window is deleted. Returns an LMDB code; *out and keys are the caller's.
  */
-static int due_windows(struct fc_store *s, MDB_txn *txn, int64_t before_s, int min_level,
-                       int max_level, struct due **out, size_t *n_out, struct fc_buf *keys)
+static int due_windows(struct fc_store *s, MDB_txn *txn, int64_t newest, int64_t before_s,
+                       int min_level, int max_level, struct due **out, size_t *n_out,
+                       struct fc_buf *keys)
 {
-    int64_t newest = newest_end(s);
     struct due *v = NULL;
     size_t n = 0, cap = 0;
     MDB_cursor *c;
@@ -259,6 +259,7 @@ static int flush(struct fc_store *s, bool rebuild_dirty, int64_t before_s, struc
 {
     struct due *due = NULL;
     size_t n_due = 0, i = 0;
+    int64_t newest, coarse;
     struct fc_buf keys;
     MDB_txn *txn;
     int rc;
@@ -280,10 +281,21 @@ static int flush(struct fc_store *s, bool rebuild_dirty, int64_t before_s, struc
         atomic_store(&s->dirty, true);
         return err->code;
     }
-    /* After the open windows, whose newest may close windows (newest_s). */
+    /*
+     * After the open windows, whose newest may close windows (newest_s),
+     * and once for the flush: the clock read again between the scans of
+     * level 1 and of the levels above could make a window due whose last
+     * child was not, and build it from that stale child for good. Every
+     * window in the compacted past is due: one left dirty there (a crash
+     * between compaction's cutoff and its flush) would hide the profiles
+     * merged into it since, then lose them when rebuilt from its children.
+     */
+    newest = newest_end(s);
+    coarse = atomic_load(&s->coarse_before);
+    before_s = coarse > before_s ? coarse : before_s;
     fc_buf_init(&keys, 0);
     if (rebuild_dirty) {
-        rc = due_windows(s, txn, before_s, 1, 1, &due, &n_due, &keys);
+        rc = due_windows(s, txn, newest, before_s, 1, 1, &due, &n_due, &keys);
     }
     /* Finest first: a window is rebuilt from children that are themselves up to date. */
     for (int level = 1; rebuild_dirty && rc == 0 && level < FC_STORE_LEVELS; level++) {
@@ -296,8 +308,8 @@ static int flush(struct fc_store *s, bool rebuild_dirty, int64_t before_s, struc
             free(due);
             fc_buf_reset(&keys);
             i = 0;
-            if ((rc = due_windows(s, txn, before_s, 2, FC_STORE_LEVELS - 1, &due, &n_due, &keys)) !=
-                0) {
+            if ((rc = due_windows(s, txn, newest, before_s, 2, FC_STORE_LEVELS - 1, &due, &n_due,
+                                  &keys)) != 0) {
                 break;
             }
         }

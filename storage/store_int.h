@@ -190,7 +190,7 @@ struct fc_store {
 
 /* "\0coarse_before" in DB_META: le64 unix s. */
 extern const char fc_store_coarse_key[15];
-/* "\0newest" in DB_META: fc_store.newest_s as of the last flush, le64 unix s. */
+/* "\0newest" in DB_META: fc_store.newest_s as of the last flush, unix s (int64 in memory order). */
 extern const char fc_store_newest_key[8];
 
 /*

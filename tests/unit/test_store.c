@@ -4355,6 +4355,45 @@ static void test_coarse_windows_built_once_closed(void **state)
     assert_true(window_key_in("closed", "node", "w", 1, 1, BASE + 100));
     assert_false(window_key_in("closed", "dirty", "w", 1, 2, BASE));
 
+    /*
+     * A crash between compaction's cutoff (BASE + 100, put by hand as
+     * storage/retention.c writes it) and its flush leaves the 100 s window
+     * dirty in the compacted past: a later profile there goes into it, and
+     * the next flush builds it first, not a minute later.
+     */
+    s2 = open_unflushed("closed-cut");
+    b = load("go-1s-cpu.pb.gz", 0, BASE + 50, "w");
+    assert_int_equal(fc_store_write(s2, &b, 1, &err), FC_OK);
+    fc_batch_unref(b);
+    assert_int_equal(fc_store_flush(s2, &err), FC_OK);
+    fc_store_close(s2);
+    assert_true(window_key_in("closed-cut", "dirty", "w", 1, 1, BASE));
+    {
+        char sub[256];
+        int64_t cut = BASE + 100;
+        MDB_env *env;
+        MDB_txn *txn;
+        MDB_dbi meta;
+        MDB_val k = {14, (void *)"\0coarse_before"}, v = {8, &cut};
+        snprintf(sub, sizeof(sub), "%s/closed-cut", dir);
+        lmdb_begin(sub, 0, &env, &txn);
+        assert_int_equal(mdb_dbi_open(txn, "meta", 0, &meta), 0);
+        assert_int_equal(mdb_put(txn, meta, &k, &v, 0), 0);
+        assert_int_equal(mdb_txn_commit(txn), 0);
+        mdb_env_close(env);
+    }
+    s2 = open_unflushed("closed-cut");
+    b = load("go-1s-cpu.pb.gz", 0, BASE + 70, "w");
+    assert_int_equal(fc_store_write(s2, &b, 1, &err), FC_OK);
+    fc_batch_unref(b);
+    assert_int_equal(range_total(s2, &q, BASE, BASE + 100), 2 * GO_CPU_TOTAL); /* open */
+    assert_int_equal(fc_store_flush(s2, &err), FC_OK);
+    assert_int_equal(range_total(s2, &q, BASE, BASE + 100), 2 * GO_CPU_TOTAL);
+    assert_int_equal(fc_store_compact_before(s2, BASE + 100, &deleted, &err), FC_OK);
+    assert_int_equal(range_total(s2, &q, BASE, BASE + 100), 2 * GO_CPU_TOTAL);
+    assert_int_equal(timeline_bucket(s2, &q, 100, 0), 2 * GO_CPU_TOTAL);
+    fc_store_close(s2);
+
     /* Compaction past a 100 s window not closed yet builds it before its 10 s windows go. */
     s2 = open_unflushed("closed-compact");
     b = load("go-1s-cpu.pb.gz", 0, BASE + 30, "w");
