@@ -260,6 +260,7 @@ static int flush(struct fc_store *s, bool rebuild_dirty, int64_t before_s, struc
     struct due *due = NULL;
     size_t n_due = 0, i = 0;
     int64_t newest, coarse;
+    bool failed = false; /* a rebuild or a merge failed, err filled */
     struct fc_buf keys;
     MDB_txn *txn;
     int rc;
@@ -298,7 +299,7 @@ static int flush(struct fc_store *s, bool rebuild_dirty, int64_t before_s, struc
         rc = due_windows(s, txn, newest, before_s, 1, 1, &due, &n_due, &keys);
     }
     /* Finest first: a window is rebuilt from children that are themselves up to date. */
-    for (int level = 1; rebuild_dirty && rc == 0 && level < FC_STORE_LEVELS; level++) {
+    for (int level = 1; rebuild_dirty && rc == 0 && !failed && level < FC_STORE_LEVELS; level++) {
         if (level == 2) {
             /*
              * Again: the compacted 100 s windows merged after level 1 marked
@@ -328,24 +329,22 @@ static int flush(struct fc_store *s, bool rebuild_dirty, int64_t before_s, struc
              * window always has its children.
              */
             if (rebuild(s, txn, tenant, due[i].base, level, due[i].window, err) != FC_OK) {
-                free(due);
-                fc_buf_release(&keys);
-                mdb_txn_abort(txn); /* the windows stay dirty: queries stay exact */
-                atomic_store(&s->dirty, true);
-                return err->code;
+                failed = true; /* the windows stay dirty: queries stay exact */
+                break;
             }
             rc = mdb_del(txn, s->db[DB_DIRTY], &kv, NULL);
         }
-        if (rc == 0 && level == 1 && fc_store_open_write(s, txn, 1, err) != FC_OK) {
-            free(due);
-            fc_buf_release(&keys);
-            mdb_txn_abort(txn); /* still open and logged: nothing is lost */
-            atomic_store(&s->dirty, true);
-            return err->code;
+        if (!failed && rc == 0 && level == 1 && fc_store_open_write(s, txn, 1, err) != FC_OK) {
+            failed = true; /* still open and logged: nothing is lost */
         }
     }
     free(due);
     fc_buf_release(&keys);
+    if (failed) {
+        mdb_txn_abort(txn);
+        atomic_store(&s->dirty, true);
+        return err->code;
+    }
     if (rc != 0) {
         mdb_txn_abort(txn);
         atomic_store(&s->dirty, true);

@@ -181,28 +181,6 @@ static int del_key(struct fc_store *s, MDB_txn *txn, int db, const struct key *k
     return rc == MDB_NOTFOUND ? 0 : rc;
 }
 
-/* Deletes every key of db that starts with prefix k. */
-static int del_prefix(MDB_txn *txn, MDB_dbi db, const struct key *k)
-{
-    MDB_cursor *c;
-    MDB_val kv = val(k->b, k->n), v;
-    int rc, g;
-
-    if ((rc = mdb_cursor_open(txn, db, &c)) != 0) {
-        return rc;
-    }
-    for (g = mdb_cursor_get(c, &kv, &v, MDB_SET_RANGE);
-         g == 0 && rc == 0 && kv.mv_size >= k->n && memcmp(kv.mv_data, k->b, k->n) == 0;
-         g = mdb_cursor_get(c, &kv, &v, MDB_GET_CURRENT)) {
-        rc = mdb_cursor_del(c, 0); /* the cursor is then at the next key */
-    }
-    mdb_cursor_close(c);
-    if (rc == 0 && g != 0 && g != MDB_NOTFOUND) {
-        rc = g;
-    }
-    return rc;
-}
-
 /* One label of a series being forgotten: h64 of its name and of its value, and the series. */
 struct label_of {
     uint64_t name, value;
@@ -320,25 +298,26 @@ static int base_series(struct fc_store *s, MDB_txn *txn, const struct key *bk, u
 }
 
 /*
- * Deletes base's keys of `series` (bk: tenant 0 be32(base)): its value and
- * its keys past the cap (8 bytes longer). Only those lengths: a service
- * aggregate's series key (tenant 0 h128, 16 bytes) may start with the same
- * four bytes.
+ * Deletes the keys of db that start with prefix k and are at most max_extra
+ * bytes longer. A base's keys of `series` (k: tenant 0 be32(base)) are its
+ * value and its keys past the cap, 8 bytes longer: only those (max_extra
+ * 8), as a service aggregate's series key (tenant 0 h128, 12 bytes longer)
+ * may start with the same four bytes.
  */
-static int del_base_series(struct fc_store *s, MDB_txn *txn, const struct key *bk)
+static int del_prefixed(MDB_txn *txn, MDB_dbi db, const struct key *k, size_t max_extra)
 {
     MDB_cursor *c;
     MDB_val kv, v;
     int rc, g;
 
-    if ((rc = mdb_cursor_open(txn, s->db[DB_SERIES], &c)) != 0) {
+    if ((rc = mdb_cursor_open(txn, db, &c)) != 0) {
         return rc;
     }
-    kv = val(bk->b, bk->n);
+    kv = val(k->b, k->n);
     for (g = mdb_cursor_get(c, &kv, &v, MDB_SET_RANGE);
-         g == 0 && kv.mv_size >= bk->n && memcmp(kv.mv_data, bk->b, bk->n) == 0;
+         g == 0 && kv.mv_size >= k->n && memcmp(kv.mv_data, k->b, k->n) == 0;
          g = mdb_cursor_get(c, &kv, &v, MDB_NEXT)) {
-        if ((kv.mv_size == bk->n || kv.mv_size == bk->n + 8) && (rc = mdb_cursor_del(c, 0)) != 0) {
+        if (kv.mv_size - k->n <= max_extra && (rc = mdb_cursor_del(c, 0)) != 0) {
             break; /* after a delete MDB_NEXT stands on the key that followed */
         }
     }
@@ -401,7 +380,7 @@ static int forget_base(struct fc_store *s, MDB_txn *txn, const char *tenant, uin
      * window is rebuilt once it closes (store_flush.c), and the 10^7 s one
      * of a pod gone today closes up to 115 days later.
      */
-    if ((rc = del_prefix(txn, s->db[DB_DIRTY], &bk)) != 0) {
+    if ((rc = del_prefixed(txn, s->db[DB_DIRTY], &bk, SIZE_MAX)) != 0) {
         fc_buf_release(&base_canon);
         return rc;
     }
@@ -443,7 +422,7 @@ static int forget_base(struct fc_store *s, MDB_txn *txn, const char *tenant, uin
         rc = del_key(s, txn, DB_SID, &k);
         rc = rc ? rc : del_key(s, txn, DB_SBASE, &k);
     }
-    rc = rc ? rc : del_base_series(s, txn, &bk);
+    rc = rc ? rc : del_prefixed(txn, s->db[DB_SERIES], &bk, 8);
     key_tenant(&k, tenant);
     key_h128(&k, base_canon.data != NULL ? (const char *)base_canon.data : "", base_canon.len);
     kv = val(k.b, k.n);
