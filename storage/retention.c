@@ -316,15 +316,21 @@ int fc_store_compact_before(struct fc_store *s, int64_t cutoff_s, uint64_t *dele
     if (cutoff_s < atomic_load(&s->coarse_before)) {
         cutoff_s = atomic_load(&s->coarse_before);
     }
+    /*
+     * Dirty windows ending by the cutoff are rebuilt from their 10 s
+     * windows before these go, closed or not: first in flushes within the
+     * rebuild budget (store_flush.c); the flush after the cutoff moved
+     * must build whatever it finds at once (writes committed from there on
+     * merge into such 100 s windows directly: store_write.c), and now
+     * finds none.
+     */
+    if ((rc = fc_store_flush_before(s, cutoff_s, err)) != FC_OK) {
+        return rc;
+    }
     if (cutoff_s != atomic_load(&s->coarse_before) &&
         (rc = set_coarse_before(s, cutoff_s, err)) != FC_OK) {
         return rc;
     }
-    /*
-     * Dirty 100 s windows are rebuilt from their 10 s windows before these
-     * go, closed or not. Writes committed from here on see the new cutoff
-     * and merge into such 100 s windows directly (store_write.c).
-     */
     if ((rc = fc_store_flush_before(s, cutoff_s, err)) != FC_OK) {
         return rc;
     }

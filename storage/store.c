@@ -181,6 +181,9 @@ int fc_store_open(const struct fc_store_options *o, struct fc_store **out, struc
     s->bundle_cache_max = o->bundle_cache_max_bytes == 0  ? FC_STORE_BUNDLE_CACHE_BYTES
                           : o->bundle_cache_max_bytes < 0 ? 0
                                                           : o->bundle_cache_max_bytes;
+    s->rebuild_max = o->rebuild_max_bytes == 0  ? FC_STORE_REBUILD_BYTES
+                     : o->rebuild_max_bytes < 0 ? 0
+                                                : o->rebuild_max_bytes;
     fc_store_ids_init(&s->ids, o->id_cache_max_bytes == 0  ? FC_STORE_ID_CACHE_BYTES
                                : o->id_cache_max_bytes < 0 ? 0
                                                            : o->id_cache_max_bytes);
@@ -351,6 +354,21 @@ int64_t fc_store_open_bytes(struct fc_store *s)
 int64_t fc_store_open_max_bytes(struct fc_store *s)
 {
     return s->open.max_bytes;
+}
+
+int64_t fc_store_rebuilds_deferred(struct fc_store *s)
+{
+    return atomic_load(&s->rebuilds_deferred);
+}
+
+int64_t fc_store_rebuild_max_bytes(struct fc_store *s)
+{
+    return s->rebuild_max;
+}
+
+int64_t fc_store_rebuild_peak_bytes(struct fc_store *s)
+{
+    return atomic_load(&s->rebuild_peak);
 }
 
 int64_t fc_store_id_cache_bytes(struct fc_store *s)

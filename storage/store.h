@@ -73,12 +73,22 @@ struct fc_store_options {
      * keeps only the bundle it is reading).
      */
     int64_t bundle_cache_max_bytes;
+    /*
+     * Bytes of coarse windows one flush rebuilds (what it puts, plus a page
+     * each: about the LMDB pages its transaction holds in memory until the
+     * commit); the closed windows past it wait for the next flush, and
+     * readers take their children meanwhile. Windows that must be built
+     * (fc_store_flush_before's, the compacted past's) ignore it. 0 =
+     * FC_STORE_REBUILD_BYTES, < 0 = no limit.
+     */
+    int64_t rebuild_max_bytes;
 };
 
 #define FC_STORE_ID_CACHE_BYTES (4LL << 20)
 #define FC_STORE_BUNDLE_CACHE_BYTES (16LL << 20)
 
 #define FC_STORE_OPEN_MAX_BYTES (16LL << 20)
+#define FC_STORE_REBUILD_BYTES (8LL << 20)
 
 /* The map beyond max_size: a quarter of it, at least 64 MiB, at most 4 GiB. */
 int64_t fc_store_headroom(int64_t max_size);
@@ -113,7 +123,10 @@ void fc_store_close(struct fc_store *s);
  */
 #define FC_STORE_FLUSH_NS 2000000000LL
 int fc_store_flush(struct fc_store *s, struct fc_error *err);
-/* fc_store_flush, and every dirty window that ends at or before before_s rebuilt too. */
+/*
+ * fc_store_flush, and every dirty window that ends at or before before_s
+ * rebuilt too: flushes until no closed window waits (rebuild_max_bytes).
+ */
 int fc_store_flush_before(struct fc_store *s, int64_t before_s, struct fc_error *err);
 /* Nanoseconds until a flush is due (<= 0: now), or -1 when nothing was written since the last. */
 int64_t fc_store_flush_in(struct fc_store *s);
@@ -287,6 +300,14 @@ int64_t fc_store_bundle_cache_bytes(struct fc_store *s);
 int64_t fc_store_bundle_cache_max_bytes(struct fc_store *s);
 void fc_store_id_cache_lookups(struct fc_store *s, uint64_t *hits, uint64_t *misses,
                                uint64_t *emptied);
+/*
+ * Closed coarse windows the last flush left dirty for a later one
+ * (rebuild_max_bytes), and that cap (0: none).
+ */
+int64_t fc_store_rebuilds_deferred(struct fc_store *s);
+int64_t fc_store_rebuild_max_bytes(struct fc_store *s);
+/* The most one flush has built since the open, counted as rebuild_max_bytes counts. */
+int64_t fc_store_rebuild_peak_bytes(struct fc_store *s);
 /* Bytes of the write-ahead log's records since the last flush (each flush starts it over). */
 int64_t fc_store_log_bytes(struct fc_store *s);
 /*

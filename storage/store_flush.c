@@ -76,7 +76,7 @@ static void merge_stored(struct fc_store *s, MDB_txn *txn, const char *tenant, u
  * windows under it.
  */
 static int rebuild(struct fc_store *s, MDB_txn *txn, const char *tenant, uint32_t base, int level,
-                   int64_t start, struct fc_error *err)
+                   int64_t start, int64_t *put, struct fc_error *err)
 {
     int64_t step = fc_store_level_secs[level - 1], only = 0;
     struct parts ps = {0};
@@ -109,6 +109,7 @@ static int rebuild(struct fc_store *s, MDB_txn *txn, const char *tenant, uint32_
             fc_store_sum_encode(mark);
             v = val(mark, FC_STORE_SUM_LEN);
         }
+        *put += (int64_t)v.mv_size;
         rc = mdb_put(txn, s->db[DB_NODE], &kv, &v, 0);
         return rc ? fc_store_lmdb_error(err, rc, "flush") : FC_OK;
     }
@@ -130,6 +131,7 @@ static int rebuild(struct fc_store *s, MDB_txn *txn, const char *tenant, uint32_
         bool was_packed = level == FC_STORE_PACK_LEVEL &&
                           mdb_get(txn, s->db[DB_NODE], &kv, &v) == 0 && fc_store_bundled_marker(&v);
         v = val(enc.data, enc.len);
+        *put += (int64_t)enc.len;
         rc = mdb_put(txn, s->db[DB_NODE], &kv, &v, 0);
         fc_buf_release(&enc);
         if (level == 1 || was_packed) {
@@ -157,20 +159,27 @@ static int64_t newest_end(const struct fc_store *s)
 }
 
 /*
- * Whether a dirty window is rebuilt now: closed (ended its grace before
- * newest), or ending by before_s. A start far off the clock (a damaged
- * key) is rebuilt at once, as every dirty window was before.
+ * Whether a dirty window is due whatever its grace: ending by before_s, or
+ * a start far off the clock (a damaged key: rebuilt at once, as every dirty
+ * window was before). With before_s at coarse_before (the compacted past,
+ * whose 10 s windows are gone or about to go) it is built whatever the
+ * flush's budget too: the open 100 s windows merged after level 1 go into
+ * it. Its children end by then too, so none of them is left for later.
  */
-static bool due_now(uint32_t base, int level, int64_t start, int64_t newest, int64_t before_s)
+static bool due_whatever(int level, int64_t start, int64_t before_s)
 {
-    int64_t end;
-
     if (start < -(INT64_C(1) << 62) || start > (INT64_C(1) << 62)) {
         return true;
     }
-    end = start + fc_store_level_secs[level];
-    return (before_s > INT64_MIN / 2 && end <= before_s) ||
-           (newest > INT64_MIN / 2 && end + fc_store_close_grace(base, level) <= newest);
+    return before_s > INT64_MIN / 2 && start + fc_store_level_secs[level] <= before_s;
+}
+
+/* Whether a dirty window is due: closed (ended its grace before newest), or due_whatever. */
+static bool due_now(uint32_t base, int level, int64_t start, int64_t newest, int64_t before_s)
+{
+    return due_whatever(level, start, before_s) ||
+           (newest > INT64_MIN / 2 &&
+            start + fc_store_level_secs[level] + fc_store_close_grace(base, level) <= newest);
 }
 
 /* A dirty window a flush rebuilds: its key (a node key) and level. */
@@ -259,7 +268,7 @@ static int flush(struct fc_store *s, bool rebuild_dirty, int64_t before_s, struc
 {
     struct due *due = NULL;
     size_t n_due = 0, i = 0;
-    int64_t newest, coarse;
+    int64_t newest, coarse, built = 0, deferred = 0;
     bool failed = false; /* a rebuild or a merge failed, err filled */
     struct fc_buf keys;
     MDB_txn *txn;
@@ -317,7 +326,18 @@ static int flush(struct fc_store *s, bool rebuild_dirty, int64_t before_s, struc
         for (; rc == 0 && i < n_due && due[i].level == level; i++) {
             MDB_val kv = val(keys.data + due[i].at, due[i].n);
             char tenant[256];
-            size_t tn = strnlen(kv.mv_data, kv.mv_size);
+            size_t tn;
+            /*
+             * Past the budget, the closed windows left wait for the next
+             * flush, and every one above them too (built stays past it):
+             * a window is never built from a child still dirty.
+             */
+            if (s->rebuild_max > 0 && built >= s->rebuild_max &&
+                !due_whatever(level, due[i].window, coarse)) {
+                deferred++;
+                continue;
+            }
+            tn = strnlen(kv.mv_data, kv.mv_size);
             if (tn >= sizeof(tenant)) {
                 tn = sizeof(tenant) - 1;
             }
@@ -328,7 +348,9 @@ static int flush(struct fc_store *s, bool rebuild_dirty, int64_t before_s, struc
              * 10 s windows, with before_s at that cutoff, so a dirty 100 s
              * window always has its children.
              */
-            if (rebuild(s, txn, tenant, due[i].base, level, due[i].window, err) != FC_OK) {
+            /* What it puts, and a page: the leaf the transaction copies to change it. */
+            built += 4096;
+            if (rebuild(s, txn, tenant, due[i].base, level, due[i].window, &built, err) != FC_OK) {
                 failed = true; /* the windows stay dirty: queries stay exact */
                 break;
             }
@@ -359,6 +381,15 @@ static int flush(struct fc_store *s, bool rebuild_dirty, int64_t before_s, struc
     }
     fc_store_open_clear(s);
     pthread_rwlock_unlock(&s->open.lock);
+    if (built > atomic_load(&s->rebuild_peak)) {
+        atomic_store(&s->rebuild_peak, built);
+    }
+    if (rebuild_dirty) {
+        atomic_store(&s->rebuilds_deferred, deferred);
+        if (deferred > 0) {
+            atomic_store(&s->dirty, true); /* the next timed flush goes on with them */
+        }
+    }
     if (s->max_size > 0) {
         fc_store_refresh_used(s);
     }
@@ -372,7 +403,17 @@ int fc_store_flush(struct fc_store *s, struct fc_error *err)
 
 int fc_store_flush_before(struct fc_store *s, int64_t before_s, struct fc_error *err)
 {
-    return flush(s, true, before_s, err);
+    int rc;
+
+    /*
+     * Flushes until none waits, each within the budget: each builds at
+     * least one window (the first due is never past it) and deletes its
+     * dirty key, so this ends.
+     */
+    do {
+        rc = flush(s, true, before_s, err);
+    } while (rc == FC_OK && atomic_load(&s->rebuilds_deferred) > 0);
+    return rc;
 }
 
 int fc_store_flush_open(struct fc_store *s, struct fc_error *err)

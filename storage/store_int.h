@@ -181,11 +181,14 @@ struct fc_store {
      * rebuilt once it has passed them (fc_store_close_grace).
      */
     int64_t newest_s;
-    _Atomic bool dirty;            /* a write since the last flush began */
-    struct open_windows open;      /* written since the last flush (store_open.c) */
-    struct id_cache ids;           /* ids known to be in LMDB (store_ids.c) */
-    bool open_started;             /* open (its lock, its log) is set up: close stops it */
-    struct forget_pass forgetting; /* fc_store_forget_empty's (its caller's, the writer) */
+    int64_t rebuild_max;               /* rebuild_max_bytes; 0: none */
+    _Atomic int64_t rebuilds_deferred; /* closed windows the last flush left dirty */
+    _Atomic int64_t rebuild_peak;      /* the most one flush built, counted as its budget is */
+    _Atomic bool dirty;                /* a write since the last flush began */
+    struct open_windows open;          /* written since the last flush (store_open.c) */
+    struct id_cache ids;               /* ids known to be in LMDB (store_ids.c) */
+    bool open_started;                 /* open (its lock, its log) is set up: close stops it */
+    struct forget_pass forgetting;     /* fc_store_forget_empty's (its caller's, the writer) */
 };
 
 /* "\0coarse_before" in DB_META: le64 unix s. */

@@ -67,6 +67,11 @@ static const struct fc_field store_fields[] = {
      "memory of the bundles (see bundle_after) that queries keep loaded, all queries "
      "together; past it a query empties its own before loading more (0 = a query keeps only "
      "the bundle it is reading)"},
+    {"rebuild_max_size", FC_FIELD_SIZE, "8MiB", OFF(rebuild_max_size),
+     "memory of the coarse windows (100 s and up) one flush builds as they close: their "
+     "encoded size plus a page each, held by its transaction until it commits; the closed "
+     "windows past it wait for the next flush, 2 s later, and queries read their finer "
+     "windows meanwhile (0 = no limit)"},
     {"sync", FC_FIELD_ENUM, "batch", OFF(sync),
      "`batch`: requests arriving together share one fsync before any is acknowledged; "
      "`always`: one fsync per request; `none`: left to the OS (unsafe on power loss)",
@@ -89,6 +94,9 @@ static int store_create(struct fc_exporter *self, struct fc_error *err)
     }
     if (cfg->bundle_cache_max_size < 0) {
         return fc_errorf(err, FC_ECONFIG, "bundle_cache_max_size must be >= 0");
+    }
+    if (cfg->rebuild_max_size < 0) {
+        return fc_errorf(err, FC_ECONFIG, "rebuild_max_size must be >= 0");
     }
     if (cfg->id_cache_max_size < 0) {
         return fc_errorf(err, FC_ECONFIG, "id_cache_max_size must be >= 0");
@@ -162,6 +170,17 @@ static int store_create(struct fc_exporter *self, struct fc_error *err)
     x->bundle_cache_max_bytes =
         fc_metrics_gauge("flamecol_store_bundle_cache_max_bytes", labels,
                          "bundle_cache_max_size: past it a query empties its own bundles.");
+    x->rebuilds_deferred = fc_metrics_gauge(
+        "flamecol_store_rebuilds_deferred", labels,
+        "Closed coarse windows the last flush left for the next one (rebuild_max_size); "
+        "queries read their finer windows meanwhile.");
+    x->rebuild_max_bytes =
+        fc_metrics_gauge("flamecol_store_rebuild_max_bytes", labels,
+                         "rebuild_max_size: what one flush builds of closed coarse windows.");
+    x->rebuild_peak_bytes = fc_metrics_gauge(
+        "flamecol_store_rebuild_peak_bytes", labels,
+        "The most one flush has built of coarse windows since the start, counted as "
+        "rebuild_max_size counts (their encoded size plus a page each).");
     {
         char l[300];
         snprintf(l, sizeof(l), "%s,result=\"hit\"", labels);
@@ -210,6 +229,9 @@ static void store_gauges(struct store_exporter *x)
         fc_metric_set(x->id_cache_max_bytes, fc_store_id_cache_max_bytes(x->store));
         fc_metric_set(x->bundle_cache_bytes, fc_store_bundle_cache_bytes(x->store));
         fc_metric_set(x->bundle_cache_max_bytes, fc_store_bundle_cache_max_bytes(x->store));
+        fc_metric_set(x->rebuilds_deferred, fc_store_rebuilds_deferred(x->store));
+        fc_metric_set(x->rebuild_max_bytes, fc_store_rebuild_max_bytes(x->store));
+        fc_metric_set(x->rebuild_peak_bytes, fc_store_rebuild_peak_bytes(x->store));
     }
 }
 
@@ -469,6 +491,7 @@ static int store_start(struct fc_exporter *self, struct fc_host *host, struct fc
     o.id_cache_max_bytes = x->cfg->id_cache_max_size > 0 ? x->cfg->id_cache_max_size : -1;
     o.bundle_cache_max_bytes =
         x->cfg->bundle_cache_max_size > 0 ? x->cfg->bundle_cache_max_size : -1;
+    o.rebuild_max_bytes = x->cfg->rebuild_max_size > 0 ? x->cfg->rebuild_max_size : -1;
     struct fc_http_server *srv;
     struct fc_auth *auth = NULL;
 

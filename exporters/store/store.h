@@ -24,6 +24,7 @@ struct store_config {
     int64_t open_windows_max_size;
     int64_t id_cache_max_size;
     int64_t bundle_cache_max_size;
+    int64_t rebuild_max_size;
     int sync; /* enum fc_store_sync, in the order of the schema's choices */
     struct {
         const char *endpoint;
@@ -75,6 +76,7 @@ struct store_exporter {
     _Atomic int64_t *open_bytes, *open_max_bytes, *log_bytes, *log_file_bytes, *log_damaged;
     _Atomic int64_t *id_cache_bytes, *id_cache_max_bytes, *id_cache_hits, *id_cache_misses;
     _Atomic int64_t *bundle_cache_bytes, *bundle_cache_max_bytes;
+    _Atomic int64_t *rebuilds_deferred, *rebuild_max_bytes, *rebuild_peak_bytes;
     _Atomic int64_t *refused[FC_STORE_FAILURE_KINDS]; /* writes refused, by cause */
     uint64_t refused_seen[FC_STORE_FAILURE_KINDS];    /* the store's counts already added */
     int64_t next_retention_ns;                        /* CLOCK_MONOTONIC */

@@ -158,6 +158,7 @@ exporters:
     open_windows_max_size: 3MiB
     id_cache_max_size: 1MiB
     bundle_cache_max_size: 5MiB
+    rebuild_max_size: 7MiB
     query:
       endpoint: 127.0.0.1:{port}
 service:
@@ -183,6 +184,9 @@ class CacheGaugesTest(unittest.TestCase):
                              1024 * 1024)
             self.assertEqual(c.metric("flamecol_store_bundle_cache_max_bytes", label),
                              5 * 1024 * 1024)
+            self.assertEqual(c.metric("flamecol_store_rebuild_max_bytes", label),
+                             7 * 1024 * 1024)
+            self.assertEqual(c.metric("flamecol_store_rebuilds_deferred", label), 0)
             self.assertEqual(c.metric("flamecol_store_bundle_cache_bytes", label), 0)
             self.assertEqual(c.metric("flamecol_store_open_windows_bytes", label), 0)
 

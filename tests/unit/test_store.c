@@ -3814,6 +3814,9 @@ static void test_second_open_is_refused(void **state)
 }
 
 /* The store in dir/name, flushing only when asked (or when closed). */
+/* rebuild_max_bytes of the stores open_unflushed opens (0: the library's default). */
+static int64_t unflushed_rebuild_max;
+
 static struct fc_store *open_unflushed(const char *name)
 {
     struct fc_store_options o = {0};
@@ -3826,6 +3829,7 @@ static struct fc_store *open_unflushed(const char *name)
     o.sync = FC_SYNC_NONE;
     o.open_max_bytes = 1LL << 30;
     o.flush_interval_ns = 1000000LL * 1000000000LL;
+    o.rebuild_max_bytes = unflushed_rebuild_max;
     if (fc_store_open(&o, &s, &err) != FC_OK) {
         fail_msg("%s", err.msg);
     }
@@ -4362,9 +4366,11 @@ static void test_coarse_windows_built_once_closed(void **state)
      * the next flush builds it first, not a minute later.
      */
     s2 = open_unflushed("closed-cut");
-    b = load("go-1s-cpu.pb.gz", 0, BASE + 50, "w");
-    assert_int_equal(fc_store_write(s2, &b, 1, &err), FC_OK);
-    fc_batch_unref(b);
+    for (int pod = 0; pod < 2; pod++) {
+        b = load_pod(pod, BASE + 50, "w");
+        assert_int_equal(fc_store_write(s2, &b, 1, &err), FC_OK);
+        fc_batch_unref(b);
+    }
     assert_int_equal(fc_store_flush(s2, &err), FC_OK);
     fc_store_close(s2);
     assert_true(window_key_in("closed-cut", "dirty", "w", 1, 1, BASE));
@@ -4382,17 +4388,22 @@ static void test_coarse_windows_built_once_closed(void **state)
         assert_int_equal(mdb_txn_commit(txn), 0);
         mdb_env_close(env);
     }
+    /* With a budget of one window a flush: the compacted past is built whatever it. */
+    unflushed_rebuild_max = 1;
     s2 = open_unflushed("closed-cut");
-    b = load("go-1s-cpu.pb.gz", 0, BASE + 70, "w");
-    assert_int_equal(fc_store_write(s2, &b, 1, &err), FC_OK);
-    fc_batch_unref(b);
-    assert_int_equal(range_total(s2, &q, BASE, BASE + 100), 2 * GO_CPU_TOTAL); /* open */
+    for (int pod = 0; pod < 2; pod++) {
+        b = load_pod(pod, BASE + 70, "w");
+        assert_int_equal(fc_store_write(s2, &b, 1, &err), FC_OK);
+        fc_batch_unref(b);
+    }
+    assert_int_equal(range_total(s2, &q, BASE, BASE + 100), 4 * GO_CPU_TOTAL); /* open */
     assert_int_equal(fc_store_flush(s2, &err), FC_OK);
-    assert_int_equal(range_total(s2, &q, BASE, BASE + 100), 2 * GO_CPU_TOTAL);
+    assert_int_equal(range_total(s2, &q, BASE, BASE + 100), 4 * GO_CPU_TOTAL);
     assert_int_equal(fc_store_compact_before(s2, BASE + 100, &deleted, &err), FC_OK);
-    assert_int_equal(range_total(s2, &q, BASE, BASE + 100), 2 * GO_CPU_TOTAL);
-    assert_int_equal(timeline_bucket(s2, &q, 100, 0), 2 * GO_CPU_TOTAL);
+    assert_int_equal(range_total(s2, &q, BASE, BASE + 100), 4 * GO_CPU_TOTAL);
+    assert_int_equal(timeline_bucket(s2, &q, 100, 0), 4 * GO_CPU_TOTAL);
     fc_store_close(s2);
+    unflushed_rebuild_max = 0;
 
     /* Compaction past a 100 s window not closed yet builds it before its 10 s windows go. */
     s2 = open_unflushed("closed-compact");
@@ -4533,6 +4544,183 @@ static void test_two_child_windows_are_sums(void **state)
 }
 
 /*
+ * What a closed store holds of coarse windows: every node key of level 1
+ * and up with its value, then every dirty key, each as (le32 length, bytes)
+ * into out; *nodes: how many node keys. Fails when a dirty window's parent
+ * (the window of the level above holding it) is not dirty too: a parent
+ * built while a child of it was still dirty was built from a stale child.
+ */
+static void coarse_state(const char *name, struct fc_buf *out, int *nodes)
+{
+    static const char *const dbs[] = {"node", "dirty"};
+    char sub[256];
+    MDB_env *env;
+    MDB_txn *txn;
+
+    snprintf(sub, sizeof(sub), "%s/%s", dir, name);
+    *nodes = 0;
+    lmdb_begin(sub, MDB_RDONLY, &env, &txn);
+    for (int d = 0; d < 2; d++) {
+        MDB_dbi dbi;
+        MDB_cursor *c;
+        MDB_val k, v;
+        assert_int_equal(mdb_dbi_open(txn, dbs[d], 0, &dbi), 0);
+        assert_int_equal(mdb_cursor_open(txn, dbi, &c), 0);
+        for (int g = mdb_cursor_get(c, &k, &v, MDB_FIRST); g == 0;
+             g = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+            /* tenant 0 be32(base) u8(level) be64(start), as storage/store_int.h lays it out */
+            size_t tn = strnlen(k.mv_data, k.mv_size);
+            const uint8_t *kb = k.mv_data;
+            int level;
+            if (k.mv_size != tn + 14) {
+                continue; /* not a window (meta-like keys) */
+            }
+            level = kb[tn + 5];
+            if (level < 1) {
+                continue;
+            }
+            if (d == 0) {
+                (*nodes)++;
+            } else if (level < 6) {
+                uint8_t parent[300];
+                uint64_t start = 0, width = 100;
+                MDB_val pk = {k.mv_size, parent}, pv;
+                for (int i = 0; i < 8; i++) {
+                    start = start << 8 | kb[tn + 6 + i];
+                }
+                for (int l = 1; l <= level; l++) {
+                    width *= 10; /* the parent's width: 100 s x 10^level */
+                }
+                start -= start % width;
+                memcpy(parent, kb, tn + 5);
+                parent[tn + 5] = (uint8_t)(level + 1);
+                for (int i = 0; i < 8; i++) {
+                    parent[tn + 6 + i] = (uint8_t)(start >> (56 - 8 * i));
+                }
+                if (mdb_get(txn, dbi, &pk, &pv) != 0) {
+                    fail_msg("%s: a dirty level %d window whose parent is not dirty", name, level);
+                }
+            }
+            for (int part = 0; part < 2; part++) {
+                const MDB_val *x = part ? &v : &k;
+                uint32_t n = (uint32_t)x->mv_size;
+                fc_buf_append(out, &n, sizeof(n));
+                fc_buf_append(out, x->mv_data, x->mv_size);
+            }
+        }
+        mdb_cursor_close(c);
+    }
+    mdb_txn_abort(txn);
+    mdb_env_close(env);
+}
+
+/*
+ * rebuild_max_bytes: three pods' profile at BASE and a fourth pod's 200,000 s
+ * later close the first three's windows of 100 s to 10^5 s (and their
+ * service's). With a budget of 1 byte each flush builds one of them (the
+ * first; every later one waits, and every one above a waiting one), says how
+ * many wait, and stays due; queries count each profile once (GO_CPU_TOTAL
+ * by hand) after every flush; once none waits, the windows and dirty keys
+ * are byte for byte those of the same writes flushed once without a budget.
+ * fc_store_flush_before flushes until none waits (here: the same windows).
+ */
+static void test_rebuilds_past_their_budget_wait(void **state)
+{
+    static const char *const names[] = {"budget-none", "budget-1", "budget-before",
+                                        "budget-compact"};
+    struct fc_buf want, got;
+    int want_nodes = 0;
+    struct fc_selector sel;
+    struct fc_store_query q = {0};
+    struct fc_error err = {0};
+
+    (void)state;
+    assert_int_equal(fc_selector_parse("process_cpu:cpu:nanoseconds:cpu:nanoseconds{}", &sel, &err),
+                     FC_OK);
+    q.tenant = "w";
+    q.selector = &sel;
+    fc_buf_init(&want, 0);
+    for (int run = 0; run < 4; run++) {
+        struct fc_store *s2;
+        int64_t deferred, flushes = 1;
+        int nodes;
+        unflushed_rebuild_max = run == 0 ? -1 : 1;
+        s2 = open_unflushed(names[run]);
+        for (int pod = 0; pod < 4; pod++) {
+            struct fc_batch *b = load_pod(pod, pod < 3 ? BASE + 5 : BASE + 200000, "w");
+            assert_int_equal(fc_store_write(s2, &b, 1, &err), FC_OK);
+            fc_batch_unref(b);
+        }
+        if (run == 2) {
+            /* What ends by BASE + 10^5 s: the closed windows. */
+            assert_int_equal(fc_store_flush_before(s2, BASE + 100000, &err), FC_OK);
+            assert_int_equal(fc_store_rebuilds_deferred(s2), 0);
+        } else if (run == 3) {
+            /*
+             * Compaction to BASE + 10^5 s builds them too, one a flush (a
+             * page and one tree of a go-1s-cpu profile, under 8 pages), not
+             * all in the flush after its cutoff moved (more than 11 pages).
+             */
+            uint64_t deleted;
+            assert_int_equal(fc_store_compact_before(s2, BASE + 100000, &deleted, &err), FC_OK);
+            assert_int_equal(fc_store_rebuilds_deferred(s2), 0);
+            assert_true(fc_store_rebuild_peak_bytes(s2) > 4096);
+            assert_true(fc_store_rebuild_peak_bytes(s2) < 8 * 4096);
+            assert_int_equal(range_total(s2, &q, BASE, BASE + 300000), 4 * GO_CPU_TOTAL);
+        } else {
+            assert_int_equal(fc_store_flush(s2, &err), FC_OK);
+        }
+        deferred = fc_store_rebuilds_deferred(s2);
+        if (run == 0) {
+            assert_int_equal(deferred, 0);
+            assert_true(fc_store_rebuild_peak_bytes(s2) >= 12 * 4096); /* all in one */
+            fc_store_close(s2);
+            unflushed_rebuild_max = 0;
+            coarse_state(names[run], &want, &want_nodes);
+            assert_true(want_nodes >= 12); /* 3 pods x levels 1-4, their service's too */
+            continue;
+        }
+        if (run == 1) {
+            assert_true(deferred >= 11);
+            for (;;) {
+                assert_int_equal(range_total(s2, &q, BASE, BASE + 1000), 3 * GO_CPU_TOTAL);
+                assert_int_equal(range_total(s2, &q, BASE, BASE + 100000), 3 * GO_CPU_TOTAL);
+                assert_int_equal(range_total(s2, &q, BASE, BASE + 300000), 4 * GO_CPU_TOTAL);
+                if (deferred == 0) {
+                    break;
+                }
+                if (flushes == 3) {
+                    /* Closed half way (its flush builds one more): no parent built too early. */
+                    fc_store_close(s2);
+                    fc_buf_init(&got, 0);
+                    coarse_state(names[run], &got, &nodes);
+                    fc_buf_release(&got);
+                    assert_int_equal(nodes, flushes + 1); /* one a flush */
+                    s2 = open_unflushed(names[run]);
+                    deferred--;
+                }
+                assert_true(fc_store_flush_in(s2) >= 0); /* the writer flushes again */
+                assert_int_equal(fc_store_flush(s2, &err), FC_OK);
+                flushes++;
+                assert_int_equal(fc_store_rebuilds_deferred(s2), deferred - 1);
+                deferred--;
+            }
+            assert_int_equal(fc_store_flush_in(s2), -1); /* nothing left to do */
+        }
+        fc_store_close(s2);
+        unflushed_rebuild_max = 0;
+        fc_buf_init(&got, 0);
+        coarse_state(names[run], &got, &nodes);
+        assert_int_equal(nodes, want_nodes);
+        assert_int_equal(got.len, want.len);
+        assert_memory_equal(got.data, want.data, want.len);
+        fc_buf_release(&got);
+    }
+    fc_buf_release(&want);
+    fc_selector_release(&sel);
+}
+
+/*
  * The coarse windows' every form against a model: random writes of the
  * go-1s-cpu profile (GO_CPU_TOTAL each, by hand) around six random points
  * over 46 days, by three pods of one service, mixed with timed flushes, cap
@@ -4580,6 +4768,8 @@ static void test_coarse_windows_against_a_model(void **state)
 
         model_state = seed * 0x9e3779b97f4a7c15ULL + 1;
         snprintf(name, sizeof(name), "model%llu", (unsigned long long)seed);
+        /* Even seeds: a flush builds one closed coarse window, the rest wait (rebuild_max). */
+        unflushed_rebuild_max = seed % 2 == 0 ? 1 : 0;
         s2 = open_unflushed(name);
         assert_int_equal(
             fc_selector_parse("process_cpu:cpu:nanoseconds:cpu:nanoseconds{}", &sel, &err), FC_OK);
@@ -4733,6 +4923,7 @@ static void test_coarse_windows_against_a_model(void **state)
         }
         fc_selector_release(&sel);
     }
+    unflushed_rebuild_max = 0;
 }
 /*
  * The id cache by itself: an id noted by a write transaction is found only
@@ -4915,6 +5106,7 @@ int main(void)
         cmocka_unit_test(test_single_child_windows_link),
         cmocka_unit_test(test_two_child_windows_are_sums),
         cmocka_unit_test(test_coarse_windows_built_once_closed),
+        cmocka_unit_test(test_rebuilds_past_their_budget_wait),
         cmocka_unit_test(test_coarse_windows_against_a_model),
         cmocka_unit_test(test_id_cache),
         cmocka_unit_test(test_span_entries_through_the_log),
