@@ -285,7 +285,7 @@ int fc_store_delete_before(struct fc_store *s, int64_t cutoff_s, uint64_t *delet
      * window past the cutoff.
      */
     if (fc_store_open_bytes(s) > 0 || atomic_load(&s->dirty)) {
-        fc_store_flush(s, &ignored);
+        fc_store_flush_before(s, INT64_MIN, &ignored); /* all of them, within the budget */
     }
     rc = delete_keys(s, s->db[DB_NODE], node_doomed, &d, deleted, err);
     rc = rc ? rc : delete_bundles(s, &d, err);
@@ -487,7 +487,7 @@ int fc_store_trim(struct fc_store *s, int64_t high, int64_t low, uint64_t *delet
      */
     if (fc_store_open_bytes(s) > 0 || atomic_load(&s->dirty)) {
         struct fc_error ignored = {0};
-        fc_store_flush(s, &ignored);
+        fc_store_flush_before(s, INT64_MIN, &ignored); /* all of them, within the budget */
     }
     used = fc_store_used_bytes(s);
     if (used <= high) {

@@ -203,6 +203,10 @@ int fc_store_open(const struct fc_store_options *o, struct fc_store **out, struc
         fc_store_close(s);
         return FC_EIO;
     }
+    {
+        MDB_stat st;
+        s->page_bytes = mdb_env_stat(s->env, &st) == 0 ? (int64_t)st.ms_psize : 4096;
+    }
     if ((rc = mdb_txn_begin(s->env, NULL, 0, &txn)) != 0) {
         fc_store_lmdb_error(err, rc, "open");
         fc_store_close(s);

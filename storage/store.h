@@ -77,9 +77,10 @@ struct fc_store_options {
      * Bytes of coarse windows one flush rebuilds (what it puts, plus a page
      * each: about the LMDB pages its transaction holds in memory until the
      * commit); the closed windows past it wait for the next flush, and
-     * readers take their children meanwhile. Windows that must be built
-     * (fc_store_flush_before's, the compacted past's) ignore it. 0 =
-     * FC_STORE_REBUILD_BYTES, < 0 = no limit.
+     * readers take their children meanwhile (fc_store_flush_before flushes
+     * until none waits). Windows in the compacted past, which the open
+     * 100 s windows go into, ignore it. 0 = FC_STORE_REBUILD_BYTES, < 0 =
+     * no limit.
      */
     int64_t rebuild_max_bytes;
 };
@@ -125,7 +126,9 @@ void fc_store_close(struct fc_store *s);
 int fc_store_flush(struct fc_store *s, struct fc_error *err);
 /*
  * fc_store_flush, and every dirty window that ends at or before before_s
- * rebuilt too: flushes until no closed window waits (rebuild_max_bytes).
+ * rebuilt too (INT64_MIN: none more), in as many flushes as it takes for
+ * none to wait (rebuild_max_bytes): retention, which measures and deletes
+ * what is built, calls it.
  */
 int fc_store_flush_before(struct fc_store *s, int64_t before_s, struct fc_error *err);
 /* Nanoseconds until a flush is due (<= 0: now), or -1 when nothing was written since the last. */

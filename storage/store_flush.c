@@ -349,7 +349,7 @@ static int flush(struct fc_store *s, bool rebuild_dirty, int64_t before_s, struc
              * window always has its children.
              */
             /* What it puts, and a page: the leaf the transaction copies to change it. */
-            built += 4096;
+            built += s->page_bytes;
             if (rebuild(s, txn, tenant, due[i].base, level, due[i].window, &built, err) != FC_OK) {
                 failed = true; /* the windows stay dirty: queries stay exact */
                 break;

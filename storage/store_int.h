@@ -182,6 +182,7 @@ struct fc_store {
      */
     int64_t newest_s;
     int64_t rebuild_max;               /* rebuild_max_bytes; 0: none */
+    int64_t page_bytes;                /* LMDB's page size (the OS's) */
     _Atomic int64_t rebuilds_deferred; /* closed windows the last flush left dirty */
     _Atomic int64_t rebuild_peak;      /* the most one flush built, counted as its budget is */
     _Atomic bool dirty;                /* a write since the last flush began */

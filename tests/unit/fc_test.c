@@ -78,6 +78,8 @@ size_t fc_test_corpus_files(char (*names)[256], size_t max)
     return n;
 }
 
+int64_t fc_test_rebuild_max;
+
 struct fc_store *fc_test_store_open(const char *dir, const char *name)
 {
     char sub[256];
@@ -88,6 +90,7 @@ struct fc_store *fc_test_store_open(const char *dir, const char *name)
     snprintf(sub, sizeof(sub), "%s/%s", dir, name);
     o.path = sub;
     o.sync = FC_SYNC_NONE;
+    o.rebuild_max_bytes = fc_test_rebuild_max;
     if (fc_store_open(&o, &s, &err) != FC_OK) {
         fprintf(stderr, "cannot open the store %s: %s\n", sub, err.msg);
         abort();

@@ -28,6 +28,8 @@ int fc_test_rmdir(const char *dir);
 struct fc_store;
 /* A store of its own in dir/name (sync: none); fails the test when it does not open. */
 struct fc_store *fc_test_store_open(const char *dir, const char *name);
+/* rebuild_max_bytes of the stores fc_test_store_open opens (0: the library's default). */
+extern int64_t fc_test_rebuild_max;
 /* The on-disk format version a closed store at path says it has (LMDB read directly); 0: none. */
 uint32_t fc_test_store_format(const char *path);
 

@@ -1719,7 +1719,7 @@ static void test_retention_forgets_pods_left_without_data(void **state)
 {
     static const char *const dbs[] = {"sid", "series", "bid", "base", "lv", "ln", "post"};
     enum { SID, SERIES, BID, BASE_DB, LV, LN, POST, N };
-    struct fc_store *s2 = open_sub("forget");
+    struct fc_store *s2;
     struct fc_error err = {0};
     const int64_t later = BASE + 40 * 86400;
     size_t before[N], after[N], n_values = 0, n_names = 0, n_gone = 0;
@@ -1728,6 +1728,9 @@ static void test_retention_forgets_pods_left_without_data(void **state)
     char sub[128], **values = NULL, **names = NULL;
 
     (void)state;
+    /* A flush builds one coarse window: retention and forget flush until none waits. */
+    fc_test_rebuild_max = 1;
+    s2 = open_sub("forget");
     snprintf(sub, sizeof(sub), "%s/forget", dir);
     for (int pod = 0; pod < 10; pod++) {
         struct fc_batch *b = load_pod(pod, BASE + pod * 10, "f");
@@ -1862,6 +1865,7 @@ static void test_retention_forgets_pods_left_without_data(void **state)
         assert_int_equal(postings_layout(sub, &chunks, &short_chunks, &ones, &value_bytes),
                          sid_label_pairs(sub));
     }
+    fc_test_rebuild_max = 0;
 }
 
 /*
@@ -3758,37 +3762,42 @@ static void test_full_store_recovers(void **state)
  */
 static void test_trim_counts_coarse_windows_built(void **state)
 {
-    char sub[256];
-    struct fc_store_options o = {0};
-    struct fc_store *s2;
-    struct fc_error err = {0};
-    const int64_t max = 512 * 1024;
-    int64_t t = BASE, after_trim;
-    uint64_t deleted = 0;
-    int rc = FC_OK;
-
     (void)state;
-    snprintf(sub, sizeof(sub), "%s/full-dirty", dir);
-    o.path = sub;
-    o.sync = FC_SYNC_NONE;
-    o.max_size = max;
-    o.flush_interval_ns = 3600 * 1000000000LL;
-    assert_int_equal(fc_store_open(&o, &s2, &err), FC_OK);
-    for (int written = 0; rc == FC_OK && written < 100000; written++, t += 60) {
-        struct fc_batch *b =
-            load(written % 2 ? "go-1s-cpu.pb.gz" : "go-1s-heap.pb.gz", 0, t, "dirty");
-        rc = fc_store_write(s2, &b, 1, &err);
-        fc_batch_unref(b);
+    /* Without a budget, and with one that leaves all but one window a flush for later. */
+    for (int budget = 0; budget < 2; budget++) {
+        char sub[256];
+        struct fc_store_options o = {0};
+        struct fc_store *s2;
+        struct fc_error err = {0};
+        const int64_t max = 512 * 1024;
+        int64_t t = BASE, after_trim;
+        uint64_t deleted = 0;
+        int rc = FC_OK;
+
+        snprintf(sub, sizeof(sub), "%s/full-dirty-%d", dir, budget);
+        o.path = sub;
+        o.sync = FC_SYNC_NONE;
+        o.max_size = max;
+        o.flush_interval_ns = 3600 * 1000000000LL;
+        o.rebuild_max_bytes = budget ? 1 : 0;
+        assert_int_equal(fc_store_open(&o, &s2, &err), FC_OK);
+        for (int written = 0; rc == FC_OK && written < 100000; written++, t += 60) {
+            struct fc_batch *b =
+                load(written % 2 ? "go-1s-cpu.pb.gz" : "go-1s-heap.pb.gz", 0, t, "dirty");
+            rc = fc_store_write(s2, &b, 1, &err);
+            fc_batch_unref(b);
+        }
+        assert_int_equal(rc, FC_EUNAVAIL);
+        assert_int_equal(fc_store_trim(s2, max / 10 * 9, max / 10 * 8, &deleted, &err), FC_OK);
+        assert_true(deleted > 0);
+        after_trim = fc_store_used_bytes(s2);
+        assert_true(after_trim <= max / 10 * 8);
+        /* The flushes after it build nothing the trim did not count. */
+        assert_int_equal(fc_store_flush_before(s2, INT64_MIN, &err), FC_OK);
+        assert_int_equal(fc_store_rebuilds_deferred(s2), 0);
+        assert_true(fc_store_used_bytes(s2) <= max / 10 * 9);
+        fc_store_close(s2);
     }
-    assert_int_equal(rc, FC_EUNAVAIL);
-    assert_int_equal(fc_store_trim(s2, max / 10 * 9, max / 10 * 8, &deleted, &err), FC_OK);
-    assert_true(deleted > 0);
-    after_trim = fc_store_used_bytes(s2);
-    assert_true(after_trim <= max / 10 * 8);
-    /* The next flush builds nothing the trim did not count. */
-    assert_int_equal(fc_store_flush(s2, &err), FC_OK);
-    assert_true(fc_store_used_bytes(s2) <= max / 10 * 9);
-    fc_store_close(s2);
 }
 
 /* One process per data directory: a second open fails naming the directory and the holder. */
