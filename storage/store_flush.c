@@ -4,7 +4,8 @@
  * and the six coarser windows above each are marked dirty (DB_DIRTY); then,
  * in the same transaction, each dirty window that is closed
  * (fc_store_close_grace: the newest profile a minute or more past its end)
- * is rebuilt from its ten children, finest level first. So a coarse window is
+ * is rebuilt from its ten children, finest level first (at most
+ * rebuild_max_bytes of them a flush: the rest wait for the next). So a coarse window is
  * built about once, when it closes, instead of at every flush that wrote a
  * profile under it: with a profile a pod every 10 s and a flush every 2 s,
  * rebuilding the windows still open above each pod was 76-86 % of the
@@ -344,11 +345,11 @@ static int flush(struct fc_store *s, bool rebuild_dirty, int64_t before_s, struc
             memcpy(tenant, kv.mv_data, tn);
             tenant[tn] = '\0';
             /*
-             * Compaction flushes after setting its cutoff and before deleting
-             * 10 s windows, with before_s at that cutoff, so a dirty 100 s
-             * window always has its children.
+             * Compaction flushes until none waits before it moves its cutoff
+             * and once after, before deleting 10 s windows, so a dirty 100 s
+             * window always has its children. What it puts, and a page: the
+             * leaf the transaction copies to change it.
              */
-            /* What it puts, and a page: the leaf the transaction copies to change it. */
             built += s->page_bytes;
             if (rebuild(s, txn, tenant, due[i].base, level, due[i].window, &built, err) != FC_OK) {
                 failed = true; /* the windows stay dirty: queries stay exact */
