@@ -237,13 +237,7 @@ static struct phase run_phase(const char *bin, int sink_port, bool window)
     ph.bytes_out = atomic_load(&sink_bytes);
     ph.failures = atomic_load(&failures);
     ph.store_bytes = dir_bytes(data);
-    {
-        char cmd[256];
-        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", data);
-        if (system(cmd) != 0) {
-            fprintf(stderr, "cannot remove %s\n", data);
-        }
-    }
+    bench_remove_dir(data);
     return ph;
 }
 

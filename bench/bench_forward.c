@@ -376,7 +376,6 @@ int main(int argc, char **argv)
     }
     if (persistent) {
         char dir[] = "/tmp/flamecol-bench-queue-XXXXXX";
-        char cmd[128];
         struct collector pq;
         double fs0, fs1;
 
@@ -398,10 +397,7 @@ int main(int argc, char **argv)
                (fs1 - fs0) / r.wall, fs1 > fs0 ? (double)r.requests / (fs1 - fs0) : 0,
                (double)bench_peak_rss_kb(pq.pid) / 1024);
         bench_stop_collector(pq.pid);
-        snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-        if (system(cmd) != 0) {
-            fprintf(stderr, "could not remove %s\n", dir);
-        }
+        bench_remove_dir(dir);
     }
     printf("targets: forwarding <= 1.5x the receive-only CPU per request, >= 6,000 requests per "
            "forwarder CPU-second, peak RSS <= 30 MB at 8 connections\n");

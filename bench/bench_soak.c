@@ -550,7 +550,7 @@ int main(int argc, char **argv)
     const char *bin, *corpus;
     int minutes, n_clients;
     pthread_t clients[MAX_CLIENTS];
-    char dir[] = "/tmp/flamecol-soak-XXXXXX", yaml[2048], mdb[512], cmd[600];
+    char dir[] = "/tmp/flamecol-soak-XXXXXX", yaml[2048], mdb[512];
     struct row *rows;
     pid_t pid;
     int wstatus = 0, died = 0, m;
@@ -788,10 +788,7 @@ int main(int argc, char **argv)
                atomic_load(&acked_total) ? rows[m].used / (double)atomic_load(&acked_total) : 0.0);
     }
     if (getenv("SOAK_KEEP") == NULL) {
-        snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-        if (system(cmd) != 0) {
-            fprintf(stderr, "could not remove %s\n", dir);
-        }
+        bench_remove_dir(dir);
     } else {
         printf("store kept in %s\n", dir);
     }

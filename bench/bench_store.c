@@ -107,8 +107,6 @@ static void sample_self_anon(void)
     }
 }
 
-static void remove_dir(const char *dir);
-
 /* One profile of the scale runs: service SCALE_SERVICE, pod p<pod>. */
 static struct fc_batch *scale_profile(const uint8_t *data, size_t len, int pod, int64_t t_s)
 {
@@ -466,7 +464,7 @@ static void sdk_rate_run(int n_pods, uint8_t *const *cpu, const size_t *cpu_len)
            100.0 * (double)used_full / (double)raw_bytes,
            100.0 * (double)used_coarse / (double)raw_bytes, (double)peak_self_anon_kb / 1024);
     fc_store_close(store);
-    remove_dir(dir);
+    bench_remove_dir(dir);
 }
 
 /*
@@ -524,7 +522,7 @@ static double steady_run(bool rebuild_all, uint8_t *const *cpu, const size_t *cp
     cpu_s = bench_cpu_self() - cpu0;
     sample_self_anon();
     fc_store_close(store);
-    remove_dir(dir);
+    bench_remove_dir(dir);
     *flush_share = cpu_s > 0 ? flush_cpu / cpu_s : 0;
     return cpu_s > 0 ? (double)n / cpu_s : 0;
 }
@@ -719,15 +717,6 @@ static void collector_runs(const char *bin, const char *store_dir, int n_series,
     bench_stop_collector(pid);
 }
 
-static void remove_dir(const char *dir)
-{
-    char cmd[256];
-    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-    if (system(cmd) != 0) {
-        fprintf(stderr, "could not remove %s\n", dir);
-    }
-}
-
 static void scale_section(const char *argv0, int many, double seconds, uint8_t *const *cpu,
                           const size_t *cpu_len)
 {
@@ -763,7 +752,7 @@ static void scale_section(const char *argv0, int many, double seconds, uint8_t *
         collector_runs(bin, dirs[n_counts - 1], counts[n_counts - 1], seconds);
     }
     for (int i = 0; i < n_counts; i++) {
-        remove_dir(dirs[i]);
+        bench_remove_dir(dirs[i]);
         free(dirs[i]);
     }
 }
@@ -1024,7 +1013,7 @@ int main(int argc, char **argv)
     if (getenv("FC_BENCH_KEEP") != NULL) {
         printf("kept the database in %s\n", dir); /* FC_BENCH_KEEP: for inspection */
     } else {
-        remove_dir(dir);
+        bench_remove_dir(dir);
     }
     if (many > 0) {
         scale_section(argv[0], many < 100 ? 100 : many, seconds, cpu, cpu_len);

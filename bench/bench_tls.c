@@ -218,9 +218,5 @@ int main(int argc, char **argv)
     grpc_shutdown();
     curl_global_cleanup();
     bench_stop_collector(pid);
-    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-    if (system(cmd) != 0) {
-        return 1;
-    }
-    return 0;
+    return bench_remove_dir(dir) == 0 ? 0 : 1;
 }

@@ -462,3 +462,15 @@ int bench_start_http_sink(_Atomic int64_t *requests, _Atomic int64_t *bytes)
     pthread_detach(t);
     return port;
 }
+
+int bench_remove_dir(const char *dir)
+{
+    char cmd[4200];
+
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    if (system(cmd) != 0) {
+        fprintf(stderr, "could not remove %s\n", dir);
+        return -1;
+    }
+    return 0;
+}

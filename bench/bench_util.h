@@ -31,6 +31,8 @@ int bench_http_post(int fd, const char *path, const char *content_type, const ui
  */
 void bench_run_clients(void *(*fn)(void *), int n, uintptr_t arg_step, double seconds,
                        _Atomic int *stop, pid_t pid, double *wall, double *cpu);
+/* rm -rf dir (a temporary directory of the bench's); 0, or -1 said on stderr. */
+int bench_remove_dir(const char *dir);
 /* Every *.pb.gz of dir, read whole; returns the count (at most max). */
 size_t bench_load_corpus(const char *dir, uint8_t **data, size_t *len, size_t max);
 

@@ -161,6 +161,12 @@ static int upgrade(struct fc_store *s, MDB_txn *txn, MDB_val *kv, bool build, st
     return mdb_put(txn, s->db[DB_META], kv, &v, 0);
 }
 
+/* A byte cap of fc_store_options: 0 is its default, < 0 none (0 here). */
+static int64_t cap_option(int64_t v, int64_t default_bytes)
+{
+    return v == 0 ? default_bytes : v < 0 ? 0 : v;
+}
+
 int fc_store_open(const struct fc_store_options *o, struct fc_store **out, struct fc_error *err)
 {
     struct fc_store *s;
@@ -178,15 +184,9 @@ int fc_store_open(const struct fc_store_options *o, struct fc_store **out, struc
     s->path = fc_xstrdup(o->path);
     s->max_size = o->max_size > 0 ? o->max_size : 0;
     s->flush_ns = o->flush_interval_ns > 0 ? o->flush_interval_ns : FC_STORE_FLUSH_NS;
-    s->bundle_cache_max = o->bundle_cache_max_bytes == 0  ? FC_STORE_BUNDLE_CACHE_BYTES
-                          : o->bundle_cache_max_bytes < 0 ? 0
-                                                          : o->bundle_cache_max_bytes;
-    s->rebuild_max = o->rebuild_max_bytes == 0  ? FC_STORE_REBUILD_BYTES
-                     : o->rebuild_max_bytes < 0 ? 0
-                                                : o->rebuild_max_bytes;
-    fc_store_ids_init(&s->ids, o->id_cache_max_bytes == 0  ? FC_STORE_ID_CACHE_BYTES
-                               : o->id_cache_max_bytes < 0 ? 0
-                                                           : o->id_cache_max_bytes);
+    s->bundle_cache_max = cap_option(o->bundle_cache_max_bytes, FC_STORE_BUNDLE_CACHE_BYTES);
+    s->rebuild_max = cap_option(o->rebuild_max_bytes, FC_STORE_REBUILD_BYTES);
+    fc_store_ids_init(&s->ids, cap_option(o->id_cache_max_bytes, FC_STORE_ID_CACHE_BYTES));
     s->lock_fd = -1;
     if (lock_dir(s, err) != FC_OK) {
         fc_store_close(s);

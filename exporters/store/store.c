@@ -481,19 +481,23 @@ static void *writer_main(void *arg)
     return NULL;
 }
 
+/* A cap of 0 in the config is none; for the library 0 is its default and < 0 none. */
+static int64_t no_cap_is_none(int64_t config_bytes)
+{
+    return config_bytes > 0 ? config_bytes : -1;
+}
+
 static int store_start(struct fc_exporter *self, struct fc_host *host, struct fc_error *err)
 {
     struct store_exporter *x = self->ctx;
     struct fc_store_options o = {x->cfg->path, (enum fc_store_sync)x->cfg->sync, x->cfg->max_size,
                                  x->cfg->open_windows_max_size};
-
-    /* 0 in the config is no cache; for the library 0 is its default and < 0 none. */
-    o.id_cache_max_bytes = x->cfg->id_cache_max_size > 0 ? x->cfg->id_cache_max_size : -1;
-    o.bundle_cache_max_bytes =
-        x->cfg->bundle_cache_max_size > 0 ? x->cfg->bundle_cache_max_size : -1;
-    o.rebuild_max_bytes = x->cfg->rebuild_max_size > 0 ? x->cfg->rebuild_max_size : -1;
     struct fc_http_server *srv;
     struct fc_auth *auth = NULL;
+
+    o.id_cache_max_bytes = no_cap_is_none(x->cfg->id_cache_max_size);
+    o.bundle_cache_max_bytes = no_cap_is_none(x->cfg->bundle_cache_max_size);
+    o.rebuild_max_bytes = no_cap_is_none(x->cfg->rebuild_max_size);
 
     if (fc_store_open(&o, &x->store, err) != FC_OK) {
         return err->code;
