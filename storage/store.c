@@ -59,12 +59,14 @@ const char *const fc_store_db_names[N_DBS] = {"sym",   "symid", "series", "sid",
  * older builds would count corrupt; format 15 is only marked. Format 17
  * packs a base's closed 10^4 s windows of a 10^5 s span together
  * (store_bundle.c), whose markers older builds would count corrupt; format
- * 16 is only marked.
- * Every upgrade ends marked 17, which older builds refuse rather than
+ * 16 is only marked. Format 18 keeps a new split series' labels in a bucket
+ * of 64 ids, its own part a symbol (store_series.c), and still reads format
+ * 17's key per series, which is only marked.
+ * Every upgrade ends marked 18, which older builds refuse rather than
  * losing the log or misreading a link, a sum, a pack, a column, a chunk, a
- * bundled window or a split series.
+ * bundled window, a bucket of series or a split series.
  */
-#define FORMAT_VERSION 17
+#define FORMAT_VERSION 18
 #define FORMAT_NAMES_ONLY 3
 #define FORMAT_NO_SERVICES 4  /* format 5 adds the service aggregates (store_service.c) */
 #define FORMAT_NO_LOG 5       /* format 6 adds the write-ahead log and links */
@@ -79,6 +81,7 @@ const char *const fc_store_db_names[N_DBS] = {"sym",   "symid", "series", "sid",
 #define FORMAT_ID_POSTINGS 14 /* format 15 writes postings as differences of ids */
 #define FORMAT_NO_SUMS 15     /* format 16 stores a coarse window of two children as a sum */
 #define FORMAT_NO_PACKS 16    /* format 17 packs closed 10^4 s windows */
+#define FORMAT_SID_KEYS 17    /* format 18 keeps series' labels in buckets of 64 ids */
 static const char format_key[] = "\0format";
 const char fc_store_coarse_key[15] = "\0coarse_before";
 const char fc_store_newest_key[8] = "\0newest";
@@ -255,7 +258,8 @@ int fc_store_open(const struct fc_store_options *o, struct fc_store **out, struc
                     memcmp(v.mv_data, &(uint32_t){FORMAT_NO_DICTS}, 4) == 0 ||
                     memcmp(v.mv_data, &(uint32_t){FORMAT_ID_POSTINGS}, 4) == 0 ||
                     memcmp(v.mv_data, &(uint32_t){FORMAT_NO_SUMS}, 4) == 0 ||
-                    memcmp(v.mv_data, &(uint32_t){FORMAT_NO_PACKS}, 4) == 0)) {
+                    memcmp(v.mv_data, &(uint32_t){FORMAT_NO_PACKS}, 4) == 0 ||
+                    memcmp(v.mv_data, &(uint32_t){FORMAT_SID_KEYS}, 4) == 0)) {
             rc = upgrade(s, txn, &kv, false, err);
         } else if (rc == 0 && (v.mv_size != 4 || memcmp(v.mv_data, &version, 4) != 0)) {
             uint32_t found = 0;

@@ -15,7 +15,8 @@
  *   symid  tenant 0 be32(id)                   -> symbol: a frame record or a name (frame.h)
  *   series tenant 0 be32(base) -> (be64 h64(labels) be32 id)... (format 13; keys
  *          of their own past 256, and h128(labels) -> id before: store_write.c)
- *   sid    tenant 0 be32(id)                   -> canonical labels
+ *   sid    tenant 0 be32(id / 64) 1            -> the bucket's series: slot, base, symbol of
+ *          their own labels (format 18, store_int.h); tenant 0 be32(id) -> labels before
  *   ln     tenant 0 h64(name)                  -> name
  *   lv     tenant 0 h64(name) h64(value)       -> value
  *   post   tenant 0 h64(name) h64(value) be32(first id) -> be32 ids (chunks of up to 64)

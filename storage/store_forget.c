@@ -419,7 +419,7 @@ static int forget_base(struct fc_store *s, MDB_txn *txn, const char *tenant, uin
     for (size_t i = 0; rc == 0 && i < n; i++) {
         key_tenant(&k, tenant);
         key_be32(&k, ids[i]);
-        rc = del_key(s, txn, DB_SID, &k);
+        rc = fc_store_sid_delete(s, txn, tenant, ids[i]);
         rc = rc ? rc : del_key(s, txn, DB_SBASE, &k);
     }
     rc = rc ? rc : del_prefixed(txn, s->db[DB_SERIES], &bk, 8);

@@ -863,6 +863,31 @@ bool fc_store_sid_get(struct fc_store *s, MDB_txn *txn, const char *tenant, uint
  * left for the caller. False when it is not split or is damaged.
  */
 bool fc_store_sid_parse(const void *value, size_t len, struct series_labels *out, uint32_t *type);
+/*
+ * Format 18: a split series' `sid` entry is kept with those of the other
+ * ids of its bucket of FC_STORE_SID_SLOTS (id / 64): key tenant 0
+ * be32(bucket) u8 FC_STORE_SID_BUCKET (a byte longer than an older
+ * series' own key, be32(id)); value, for each series of the bucket in
+ * increasing slot (id % 64) order: u8 (slot << 1 | 1 when its base is the
+ * entry before's), uvarint base id unless that bit is set, uvarint symbol
+ * id of its own part (`symid`: what a format 11 split value holds after
+ * its 5-byte head, the interned type first).
+ */
+#define FC_STORE_SID_BUCKET 1
+#define FC_STORE_SID_SLOTS 64
+struct sid_entry {
+    uint32_t slot, base, own;
+};
+void fc_store_sid_bucket_key(struct key *k, const char *tenant, uint32_t id);
+/* A bucket's entries into out[FC_STORE_SID_SLOTS]; false when it is damaged. */
+bool fc_store_sid_bucket_decode(const MDB_val *v, struct sid_entry *out, size_t *n);
+/* Entries (slots increasing) appended to out as a bucket value. */
+void fc_store_sid_bucket_encode(const struct sid_entry *e, size_t n, struct fc_buf *out);
+/*
+ * Deletes series id's labels: its bucket's entry (the bucket goes with its
+ * last) and a key of its own. 0 or LMDB's error; a damaged bucket is left.
+ */
+int fc_store_sid_delete(struct fc_store *s, MDB_txn *txn, const char *tenant, uint32_t id);
 /* The base series id is packed under (from `sid`, or `sbase` before format 10). */
 bool fc_store_series_base(struct fc_store *s, MDB_txn *txn, const char *tenant, uint32_t id,
                           uint32_t *base);

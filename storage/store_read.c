@@ -113,12 +113,17 @@ static bool postings(struct reader *r, const char *name, const char *value, size
     return true;
 }
 
-/* Every series id of the tenant (a selector with nothing to narrow by). */
+/*
+ * Every series id of the tenant (a selector with nothing to narrow by):
+ * the keys of their own and the buckets' entries (format 18), sorted.
+ */
 static void all_series(struct reader *r, struct idset *out)
 {
+    struct sid_entry e[FC_STORE_SID_SLOTS];
     struct key k;
     MDB_cursor *c;
     MDB_val kv, v;
+    size_t n;
 
     key_tenant(&k, r->tenant);
     if (mdb_cursor_open(r->txn, r->s->db[DB_SID], &c) != 0) {
@@ -127,12 +132,24 @@ static void all_series(struct reader *r, struct idset *out)
     kv = val(k.b, k.n);
     for (int g = mdb_cursor_get(c, &kv, &v, MDB_SET_RANGE); g == 0;
          g = mdb_cursor_get(c, &kv, &v, MDB_NEXT)) {
-        if (kv.mv_size != k.n + 4 || memcmp(kv.mv_data, k.b, k.n) != 0) {
+        const uint8_t *id = (const uint8_t *)kv.mv_data + k.n;
+        if (kv.mv_size < k.n + 4 || memcmp(kv.mv_data, k.b, k.n) != 0) {
             break;
         }
-        ids_push(out, be32((const uint8_t *)kv.mv_data + k.n));
+        if (kv.mv_size == k.n + 4) {
+            ids_push(out, be32(id));
+        } else if (kv.mv_size != k.n + 5 || id[4] != FC_STORE_SID_BUCKET ||
+                   be32(id) > UINT32_MAX / FC_STORE_SID_SLOTS ||
+                   !fc_store_sid_bucket_decode(&v, e, &n)) {
+            atomic_fetch_add(&r->s->corrupt, 1);
+        } else {
+            for (size_t i = 0; i < n; i++) {
+                ids_push(out, be32(id) * FC_STORE_SID_SLOTS + e[i].slot);
+            }
+        }
     }
     mdb_cursor_close(c);
+    qsort(out->v, out->n, sizeof(uint32_t), cmp_u32);
 }
 
 /*

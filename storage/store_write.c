@@ -358,6 +358,47 @@ static int base_series_put(struct writer *w, const struct key *bk, const struct 
     return rc;
 }
 
+/*
+ * A new split series' `sid` entry (format 18, store_int.h): its own part
+ * interned as a symbol, its entry appended to its bucket (ids only grow, so
+ * it is the bucket's last). A bucket that does not decode, or holds a
+ * later slot (a damaged file), is left as it is and the series gets a key
+ * of its own as format 17 wrote it, which readers still read.
+ */
+static int sid_put(struct writer *w, uint32_t id, uint32_t base, const struct fc_buf *split)
+{
+    struct sid_entry e[FC_STORE_SID_SLOTS];
+    struct key k;
+    MDB_val kv, v;
+    struct fc_buf next;
+    size_t n = 0, head = 5; /* 0x00 be32(base): fc_store_series_split */
+    uint32_t own;
+    int rc;
+
+    fc_store_sid_bucket_key(&k, w->tenant, id);
+    kv = val(k.b, k.n);
+    rc = mdb_get(w->txn, w->s->db[DB_SID], &kv, &v);
+    if (rc != 0 && rc != MDB_NOTFOUND) {
+        return fc_store_lmdb_error(w->err, rc, "sid");
+    }
+    if (split->len > head &&
+        (rc == MDB_NOTFOUND || (fc_store_sid_bucket_decode(&v, e, &n) &&
+                                (n == 0 || e[n - 1].slot < id % FC_STORE_SID_SLOTS)))) {
+        if ((rc = symbol(w, (const char *)split->data + head, split->len - head, &own)) != FC_OK) {
+            return rc;
+        }
+        e[n++] = (struct sid_entry){id % FC_STORE_SID_SLOTS, base, own};
+        fc_buf_init(&next, 0);
+        fc_store_sid_bucket_encode(e, n, &next);
+        rc = fc_store_put_empty(w, DB_SID, &k, next.data, next.len);
+        fc_buf_release(&next);
+        return rc;
+    }
+    key_tenant(&k, w->tenant);
+    key_be32(&k, id);
+    return fc_store_put_empty(w, DB_SID, &k, split->data, split->len);
+}
+
 static int series_id(struct writer *w, const struct label *labels, size_t n, uint32_t base,
                      const struct fc_buf *base_canon, uint32_t *id)
 {
@@ -426,7 +467,7 @@ static int series_id(struct writer *w, const struct label *labels, size_t n, uin
         fc_buf_init(&split, 0);
         rc = rc ? rc : split_sid(w, base, base_canon, &canon, &split, &is_split);
         if (rc == FC_OK && is_split) {
-            rc = fc_store_put_empty(w, DB_SID, &idk, split.data, split.len);
+            rc = sid_put(w, *id, base, &split);
         } else if (rc == FC_OK) {
             rc = fc_store_put_empty(w, DB_SID, &idk, canon.data, canon.len);
             rc = rc ? rc : fc_store_put_empty(w, DB_SBASE, &idk, bb, 4);

@@ -122,6 +122,163 @@ uint32_t fc_test_store_format(const char *path)
     return version;
 }
 
+static uint64_t uvarint_by_hand(const uint8_t **p, const uint8_t *end)
+{
+    uint64_t v = 0;
+
+    for (int shift = 0; *p < end && shift < 64; shift += 7) {
+        uint8_t b = *(*p)++;
+        v |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) {
+            return v;
+        }
+    }
+    fprintf(stderr, "a sid bucket's varint runs past its value\n");
+    abort();
+}
+
+/* The next entry of a sid bucket at *p (format 18), decoded by hand; *base carries over. */
+static void bucket_entry_by_hand(const uint8_t **p, const uint8_t *end, uint32_t *slot,
+                                 uint32_t *base, uint32_t *own)
+{
+    uint8_t head = *(*p)++;
+
+    *slot = head >> 1;
+    if (!(head & 1)) {
+        *base = (uint32_t)uvarint_by_hand(p, end);
+    }
+    *own = (uint32_t)uvarint_by_hand(p, end);
+}
+
+/* Whether sid key k is a bucket's (tenant 0 be32(id / 64) 0x01), not a series' own. */
+static bool is_bucket_key(const MDB_val *k)
+{
+    const uint8_t *key = k->mv_data, *zero = memchr(key, 0, k->mv_size);
+
+    return zero != NULL && (size_t)(zero - key) + 6 == k->mv_size && key[k->mv_size - 1] == 1;
+}
+
+size_t fc_test_sid_series(const char *path)
+{
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi sid;
+    MDB_cursor *c;
+    MDB_val k, v;
+    size_t n = 0;
+
+    if (mdb_env_create(&env) != 0 || mdb_env_set_maxdbs(env, 32) != 0 ||
+        mdb_env_open(env, path, MDB_RDONLY, 0644) != 0 ||
+        mdb_txn_begin(env, NULL, MDB_RDONLY, &txn) != 0 || mdb_dbi_open(txn, "sid", 0, &sid) != 0 ||
+        mdb_cursor_open(txn, sid, &c) != 0) {
+        fprintf(stderr, "cannot read the store %s\n", path);
+        abort();
+    }
+    for (int g = mdb_cursor_get(c, &k, &v, MDB_FIRST); g == 0;
+         g = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+        const uint8_t *p = v.mv_data, *end = p + v.mv_size;
+        uint32_t slot, base = 0, own;
+        if (!is_bucket_key(&k)) {
+            n++;
+            continue;
+        }
+        while (p < end) {
+            bucket_entry_by_hand(&p, end, &slot, &base, &own);
+            n++;
+        }
+    }
+    mdb_cursor_close(c);
+    mdb_txn_abort(txn);
+    mdb_env_close(env);
+    return n;
+}
+
+uint32_t fc_test_sids_as_format_17(const char *path)
+{
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi sid, symid, meta;
+    MDB_cursor *c;
+    MDB_val k, v;
+    static char format_key[] = "\0format";
+    uint32_t version = 17, n = 0, base = 0;
+    struct put {
+        uint8_t key[64], value[512];
+        size_t key_len, value_len;
+    } *puts = NULL;
+    size_t n_puts = 0;
+
+    if (mdb_env_create(&env) != 0 || mdb_env_set_maxdbs(env, 32) != 0 ||
+        mdb_env_open(env, path, 0, 0644) != 0 || mdb_txn_begin(env, NULL, 0, &txn) != 0 ||
+        mdb_dbi_open(txn, "sid", 0, &sid) != 0 || mdb_dbi_open(txn, "symid", 0, &symid) != 0 ||
+        mdb_dbi_open(txn, "meta", 0, &meta) != 0 || mdb_cursor_open(txn, sid, &c) != 0) {
+        fprintf(stderr, "cannot open the store %s\n", path);
+        abort();
+    }
+    for (int g = mdb_cursor_get(c, &k, &v, MDB_FIRST); g == 0;
+         g = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+        const uint8_t *key = k.mv_data, *p = v.mv_data, *end = p + v.mv_size;
+        uint32_t bucket;
+        if (!is_bucket_key(&k)) {
+            continue; /* a key of its own */
+        }
+        bucket = (uint32_t)key[k.mv_size - 5] << 24 | (uint32_t)key[k.mv_size - 4] << 16 |
+                 (uint32_t)key[k.mv_size - 3] << 8 | key[k.mv_size - 2];
+        while (p < end) {
+            uint32_t slot, own, id;
+            uint8_t sym_key[64];
+            MDB_val sk, sv;
+            struct put *o;
+            bucket_entry_by_hand(&p, end, &slot, &base, &own);
+            id = bucket * 64 + slot;
+            memcpy(sym_key, key, k.mv_size - 5);
+            sym_key[k.mv_size - 5] = (uint8_t)(own >> 24);
+            sym_key[k.mv_size - 4] = (uint8_t)(own >> 16);
+            sym_key[k.mv_size - 3] = (uint8_t)(own >> 8);
+            sym_key[k.mv_size - 2] = (uint8_t)own;
+            sk = (MDB_val){k.mv_size - 1, sym_key};
+            if (mdb_get(txn, symid, &sk, &sv) != 0 || sv.mv_size + 5 > sizeof(o->value)) {
+                fprintf(stderr, "series %u: no own part %u\n", id, own);
+                abort();
+            }
+            puts = realloc(puts, (n_puts + 1) * sizeof(*puts));
+            o = &puts[n_puts++];
+            memcpy(o->key, sym_key, k.mv_size - 5);
+            o->key[k.mv_size - 5] = (uint8_t)(id >> 24);
+            o->key[k.mv_size - 4] = (uint8_t)(id >> 16);
+            o->key[k.mv_size - 3] = (uint8_t)(id >> 8);
+            o->key[k.mv_size - 2] = (uint8_t)id;
+            o->key_len = k.mv_size - 1;
+            o->value[0] = 0;
+            o->value[1] = (uint8_t)(base >> 24);
+            o->value[2] = (uint8_t)(base >> 16);
+            o->value[3] = (uint8_t)(base >> 8);
+            o->value[4] = (uint8_t)base;
+            memcpy(o->value + 5, sv.mv_data, sv.mv_size);
+            o->value_len = sv.mv_size + 5;
+            n++;
+        }
+        if (mdb_cursor_del(c, 0) != 0) {
+            abort();
+        }
+    }
+    mdb_cursor_close(c);
+    for (size_t i = 0; i < n_puts; i++) {
+        MDB_val pk = {puts[i].key_len, puts[i].key}, pv = {puts[i].value_len, puts[i].value};
+        if (mdb_put(txn, sid, &pk, &pv, 0) != 0) {
+            abort();
+        }
+    }
+    free(puts);
+    k = (MDB_val){7, format_key};
+    v = (MDB_val){4, &version};
+    if (mdb_put(txn, meta, &k, &v, 0) != 0 || mdb_txn_commit(txn) != 0) {
+        abort();
+    }
+    mdb_env_close(env);
+    return n;
+}
+
 int fc_test_tmpdir(char *dir, size_t size, const char *prefix)
 {
     if ((size_t)snprintf(dir, size, "/tmp/%s-XXXXXX", prefix) >= size) {

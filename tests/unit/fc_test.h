@@ -32,5 +32,17 @@ struct fc_store *fc_test_store_open(const char *dir, const char *name);
 extern int64_t fc_test_rebuild_max;
 /* The on-disk format version a closed store at path says it has (LMDB read directly); 0: none. */
 uint32_t fc_test_store_format(const char *path);
+/*
+ * Rewrites the closed store at path as format 17 kept series' labels: each
+ * entry of a `sid` bucket (format 18: key tenant 0 be32(id / 64) 0x01;
+ * entries u8 slot << 1 | same base, uvarint base unless same, uvarint
+ * symbol of the own part) becomes a key of its own (tenant 0 be32(id) ->
+ * 0x00 be32(base) and the symbol's bytes), the buckets go, and the store is
+ * marked format 17. Decoded here, by hand. Returns the series rewritten.
+ */
+uint32_t fc_test_sids_as_format_17(const char *path);
+/* The series whose labels the closed store at path holds: buckets' entries and keys of their own.
+ */
+size_t fc_test_sid_series(const char *path);
 
 #endif

@@ -656,7 +656,7 @@ static void test_corrupt_window_is_skipped(void **state)
 /* A store written in another on-disk format is refused at open, never misread. */
 static void test_other_format_is_refused(void **state)
 {
-    static const uint8_t key[] = "\0format\x11\0"; /* the key, then le32 17 */
+    static const uint8_t key[] = "\0format\x12\0"; /* the key, then le32 18 */
     char sub[128], path[160];
     struct fc_store_options o = {0};
     struct fc_store *s2;
@@ -673,18 +673,18 @@ static void test_other_format_is_refused(void **state)
     /* The meta value (le32 version) follows its key in the LMDB leaf. */
     snprintf(path, sizeof(path), "%s/data.mdb", sub);
     /*
-     * Format 16 (no packs) opens, and is marked 17 again; so do 15 (no
-     * sums), 14
+     * Format 17 (a key per series) opens, and is marked 18 again; so do 16
+     * (no packs), 15 (no sums), 14
      * (postings of be32 ids), 13 (bundles without a dictionary), 12 (series keyed by h128 of
      * their labels), 11 (selfs not scaled), 10 (a split
      * series' type not interned), 9 (whole series labels), 8 (no bundles), 7 (one id per posting),
      * 6 (interleaved trees) and 5 (no log, no links).
      */
-    for (uint8_t older = 16; older >= 5; older--) {
+    for (uint8_t older = 17; older >= 5; older--) {
         assert_true(patch_file(path, key, sizeof(key) - 1, 7, older) > 0);
         assert_int_equal(fc_store_open(&o, &s2, &err), FC_OK);
         fc_store_close(s2);
-        assert_int_equal(fc_test_store_format(sub), 17);
+        assert_int_equal(fc_test_store_format(sub), 18);
     }
     /* Then made 2: refused. */
     assert_true(patch_file(path, key, sizeof(key) - 1, 7, 2) > 0);
@@ -848,7 +848,7 @@ static void test_names_of_format_3_still_read(void **state)
     fc_store_result_release(&res);
     fc_store_close(s2);
     /* Marked format 8 at open: reopens, and an older build would refuse it. */
-    assert_int_equal(fc_test_store_format(sub), 17);
+    assert_int_equal(fc_test_store_format(sub), 18);
     release(&got);
     release(&want);
     fc_selector_release(&sel);
@@ -1002,6 +1002,7 @@ static uint32_t make_format_11(const char *sub)
     uint32_t n = 0;
     struct fc_buf puts;
 
+    fc_test_sids_as_format_17(sub); /* format 17 kept a key per series */
     fc_buf_init(&puts, 0);
     lmdb_begin(sub, 0, &env, &txn);
     assert_int_equal(mdb_dbi_open(txn, "node", 0, &node), 0);
@@ -1106,7 +1107,7 @@ static void test_unscaled_windows_of_format_11_still_read(void **state)
     b = store_go_cpu("format11", sub, sizeof(sub), &o);
     assert_int_equal(make_format_11(sub), 2); /* the 10 s window and its 100 s window */
     go_cpu_read_as_written(&o, b, "format 11");
-    assert_int_equal(fc_test_store_format(sub), 17);
+    assert_int_equal(fc_test_store_format(sub), 18);
     lmdb_begin(sub, MDB_RDONLY, &env, &txn);
     assert_int_equal(mdb_dbi_open(txn, "node", 0, &node), 0);
     assert_int_equal(mdb_cursor_open(txn, node, &c), 0);
@@ -1250,7 +1251,7 @@ static void test_interleaved_windows_of_format_6_still_read(void **state)
     go_cpu_read_as_written(&o, b, "format 6");
 
     /* Marked again; both windows written again, in columns. */
-    assert_int_equal(fc_test_store_format(sub), 17);
+    assert_int_equal(fc_test_store_format(sub), 18);
     lmdb_begin(sub, MDB_RDONLY, &env, &txn);
     assert_int_equal(mdb_dbi_open(txn, "node", 0, &node), 0);
     n_columns = 0;
@@ -1536,6 +1537,11 @@ static void db_entries(const char *sub, const char *const *names, size_t n, size
     }
     mdb_txn_abort(txn);
     mdb_env_close(env);
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(names[i], "sid") == 0) {
+            out[i] = fc_test_sid_series(sub); /* series, not keys: a bucket holds up to 64 */
+        }
+    }
 }
 
 /* Whether the n bytes at p hold text. */
@@ -1981,6 +1987,7 @@ static size_t sid_label_pairs(const char *sub)
     MDB_val k, v, b;
     size_t pairs = 0;
 
+    fc_test_sids_as_format_17(sub); /* a key per series: counted by hand */
     lmdb_begin(sub, MDB_RDONLY, &env, &txn);
     assert_int_equal(mdb_dbi_open(txn, "sid", 0, &sid), 0);
     assert_int_equal(mdb_dbi_open(txn, "bid", 0, &bid), 0);
@@ -2197,8 +2204,9 @@ static void test_series_labels_split_from_their_base(void **state)
     assert_int_equal(cpu_of(s2, "sp", "pod=\"p2\",task=\"gzip\""), task_cpu("gzip"));
     assert_true(task_cpu("map") > 0 && task_cpu("gzip") > 0);
     fc_store_close(s2);
-    /* On disk: every sid split, no sbase. */
+    /* On disk: every sid split and in a bucket (format 18), no sbase. */
     snprintf(sub, sizeof(sub), "%s/split", dir);
+    assert_int_equal(fc_test_sids_as_format_17(sub), 3 * per_pod);
     lmdb_begin(sub, MDB_RDONLY, &env, &txn);
     assert_int_equal(mdb_dbi_open(txn, "sid", 0, &sid), 0);
     assert_int_equal(mdb_dbi_open(txn, "sbase", 0, &sbase), 0);
@@ -2221,6 +2229,117 @@ static void test_series_labels_split_from_their_base(void **state)
     assert_int_equal(split, 3 * per_pod);
     assert_int_equal(whole, 0);
     assert_int_equal(sbases, 0);
+}
+
+/* Keys of db in the closed store at sub: *own those of 4 bytes after the tenant (a series' own). */
+static size_t db_keys(const char *sub, const char *db_name, size_t *own)
+{
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi db;
+    MDB_cursor *c;
+    MDB_val k, v;
+    size_t n = 0;
+
+    *own = 0;
+    lmdb_begin(sub, MDB_RDONLY, &env, &txn);
+    assert_int_equal(mdb_dbi_open(txn, db_name, 0, &db), 0);
+    assert_int_equal(mdb_cursor_open(txn, db, &c), 0);
+    for (int g = mdb_cursor_get(c, &k, &v, MDB_FIRST); g == 0;
+         g = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+        const uint8_t *zero = memchr(k.mv_data, 0, k.mv_size);
+        n++;
+        *own += zero != NULL && (size_t)(zero - (const uint8_t *)k.mv_data) + 5 == k.mv_size;
+    }
+    mdb_cursor_close(c);
+    mdb_txn_abort(txn);
+    mdb_env_close(env);
+    return n;
+}
+
+/*
+ * Format 18: series' labels in buckets of 64 ids, own parts interned as
+ * symbols. 20 pods of one profile: every series is in a bucket, at least 8
+ * a key; the pods after the first intern no symbol (their own parts and
+ * frames are the first's); every pod lists and totals as written. Then the
+ * last bucket is damaged (replaced by one entry that says "the base of the
+ * entry before"): its series are lost and counted as corrupt, never misread, and
+ * a pod written after it, whose ids fall in it, gets keys of its own and
+ * reads whole.
+ */
+static void test_series_in_buckets_of_64(void **state)
+{
+    struct fc_store *s2 = open_sub("bucket");
+    char sub[128], labels[32], **v = NULL;
+    size_t per_pod, symbols, keys, own, n;
+    int64_t sum = 0;
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi sid;
+    MDB_cursor *c;
+    MDB_val k, val_;
+    uint8_t damaged[2];
+
+    (void)state;
+    snprintf(sub, sizeof(sub), "%s/bucket", dir);
+    write_pods(s2, 0, 1, "bk");
+    per_pod = listed(s2, "bk", "{pod=\"p0\"}", &v);
+    free_listed(v, per_pod);
+    assert_true(per_pod > 2);
+    fc_store_close(s2);
+    symbols = db_keys(sub, "symid", &own);
+    s2 = open_sub("bucket");
+    write_pods(s2, 1, 20, "bk");
+    for (int pod = 0; pod < 20; pod++) {
+        snprintf(labels, sizeof(labels), "{pod=\"p%d\"}", pod);
+        n = listed(s2, "bk", labels, &v);
+        assert_int_equal(n, per_pod);
+        free_listed(v, n);
+        snprintf(labels, sizeof(labels), "pod=\"p%d\"", pod);
+        assert_int_equal(cpu_of(s2, "bk", labels), GO_CPU_TOTAL);
+    }
+    /* Nothing to narrow by: every series of the tenant, read from the buckets. */
+    n = listed(s2, "bk", "{pod=~\"p1.*\"}", &v); /* p1, p10-p19 */
+    assert_int_equal(n, 11 * per_pod);
+    free_listed(v, n);
+    assert_int_equal(fc_store_corrupt_windows(s2), 0);
+    fc_store_close(s2);
+    assert_int_equal(db_keys(sub, "symid", &own), symbols);
+    assert_int_equal(fc_test_sid_series(sub), 20 * per_pod);
+    keys = db_keys(sub, "sid", &own);
+    assert_int_equal(own, 0);
+    assert_true(keys >= 2 && keys * 8 <= 20 * per_pod);
+
+    /* The last bucket damaged. */
+    lmdb_begin(sub, 0, &env, &txn);
+    assert_int_equal(mdb_dbi_open(txn, "sid", 0, &sid), 0);
+    assert_int_equal(mdb_cursor_open(txn, sid, &c), 0);
+    assert_int_equal(mdb_cursor_get(c, &k, &val_, MDB_LAST), 0);
+    assert_true(val_.mv_size > 0);
+    /* One entry: slot 0, "the base of the entry before" (there is none), symbol 1. */
+    damaged[0] = 0 << 1 | 1;
+    damaged[1] = 1;
+    val_ = (MDB_val){2, damaged};
+    assert_int_equal(mdb_cursor_put(c, &k, &val_, MDB_CURRENT), 0);
+    mdb_cursor_close(c);
+    assert_int_equal(mdb_txn_commit(txn), 0);
+    mdb_env_close(env);
+
+    s2 = open_sub("bucket");
+    for (int pod = 0; pod < 20; pod++) {
+        snprintf(labels, sizeof(labels), "pod=\"p%d\"", pod);
+        sum += cpu_of(s2, "bk", labels);
+    }
+    assert_true(sum < 20 * GO_CPU_TOTAL);
+    assert_true(fc_store_corrupt_windows(s2) > 0);
+    write_pods(s2, 20, 21, "bk");
+    assert_int_equal(cpu_of(s2, "bk", "pod=\"p20\""), GO_CPU_TOTAL);
+    n = listed(s2, "bk", "{pod=\"p20\"}", &v);
+    assert_int_equal(n, per_pod);
+    free_listed(v, n);
+    fc_store_close(s2);
+    db_keys(sub, "sid", &own);
+    assert_true(own > 0); /* p20's first series, in the damaged bucket's range */
 }
 
 /* Adds string label (key, value) to every sample of b's profile. */
@@ -2416,6 +2535,7 @@ static uint32_t make_format_10(const char *sub)
     struct fc_buf puts;
     uint32_t n = 0;
 
+    fc_test_sids_as_format_17(sub); /* format 17 kept a key per series */
     fc_buf_init(&puts, 0);
     lmdb_begin(sub, 0, &env, &txn);
     assert_int_equal(mdb_dbi_open(txn, "sid", 0, &sid), 0);
@@ -2543,7 +2663,7 @@ static struct fc_store *reopened_as_before(const char *name, const char *tenant,
     snprintf(sub, sizeof(sub), "%s/%s", dir, name);
     *rewritten = rewrite(sub);
     s2 = open_sub(name);
-    assert_int_equal(fc_test_store_format(sub), 17);
+    assert_int_equal(fc_test_store_format(sub), 18);
     n_after = listed(s2, tenant, "{service_name=\"svc-0\"}", &after);
     assert_int_equal(n_after, n);
     for (size_t i = 0; i < n; i++) {
@@ -2582,6 +2702,7 @@ static void test_split_labels_of_format_10_still_read(void **state)
     assert_int_equal(cpu_of(s2, "s10", "pod=\"p2\""), GO_CPU_TOTAL);
     assert_int_equal(cpu_of(s2, "s10", "task=\"map\""), 3 * task_cpu("map"));
     fc_store_close(s2);
+    assert_true(fc_test_sids_as_format_17(sub) > 0); /* p2's, in buckets: here a key each */
     lmdb_begin(sub, MDB_RDONLY, &env, &txn);
     assert_int_equal(mdb_dbi_open(txn, "sid", 0, &sid), 0);
     assert_int_equal(mdb_cursor_open(txn, sid, &c), 0);
@@ -2683,6 +2804,7 @@ static void series_keys(const char *sub, size_t tenant_len, size_t *in_values, s
     MDB_val k, v;
 
     *in_values = *most = *own_keys = *by_h128 = 0;
+    fc_test_sids_as_format_17(sub); /* a key per series: looked up by hand */
     lmdb_begin(sub, MDB_RDONLY, &env, &txn);
     assert_int_equal(mdb_dbi_open(txn, "series", 0, &series), 0);
     assert_int_equal(mdb_dbi_open(txn, "sid", 0, &sid), 0);
@@ -2723,6 +2845,7 @@ static size_t sid_count(const char *sub)
     MDB_dbi sid;
     MDB_stat st;
 
+    fc_test_sids_as_format_17(sub); /* a key per series: counted by LMDB */
     lmdb_begin(sub, MDB_RDONLY, &env, &txn);
     assert_int_equal(mdb_dbi_open(txn, "sid", 0, &sid), 0);
     assert_int_equal(mdb_stat(txn, sid, &st), 0);
@@ -2872,7 +2995,7 @@ static void test_series_of_format_12_still_found(void **state)
     assert_int_equal(in_values + own_keys, 0);
     assert_int_equal(by_h128, n + 2);
     s2 = open_sub("h128");
-    assert_int_equal(fc_test_store_format(sub), 17);
+    assert_int_equal(fc_test_store_format(sub), 18);
     write_pods(s2, 0, 2, "h1"); /* the same pods again: the same series */
     assert_int_equal(cpu_of(s2, "h1", "pod=\"p1\""), 2 * GO_CPU_TOTAL);
     assert_int_equal(cpu_of(s2, "h1", "task=\"map\""), 4 * task_cpu("map"));
@@ -2969,7 +3092,11 @@ static void test_whole_labels_of_format_9_still_read(void **state)
     free_listed(after, n);
     assert_int_equal(cpu_of(s2, "w9", "pod=\"p2\""), GO_CPU_TOTAL);
     fc_store_close(s2);
-    /* On disk: the old base's new series whole with an sbase entry, the new base's split. */
+    /*
+     * On disk: the old base's new series whole with an sbase entry, the new
+     * base's split, in buckets (format 18; here a key each again).
+     */
+    assert_true(fc_test_sids_as_format_17(sub) > 0);
     lmdb_begin(sub, MDB_RDONLY, &env, &txn);
     assert_int_equal(mdb_dbi_open(txn, "sid", 0, &sid), 0);
     assert_int_equal(mdb_dbi_open(txn, "sbase", 0, &sbase), 0);
@@ -3088,7 +3215,7 @@ static void older_postings_answer(const char *name, const char *tenant, int64_t 
     assert_int_equal(pods_total(s2, tenant, -1), 180 * one);
     fc_store_close(s2);
     snprintf(sub, sizeof(sub), "%s/%s", dir, name);
-    assert_int_equal(fc_test_store_format(sub), 17);
+    assert_int_equal(fc_test_store_format(sub), 18);
 }
 
 /*
@@ -5083,6 +5210,7 @@ int main(void)
         cmocka_unit_test(test_be32_postings_of_format_14_still_read),
         cmocka_unit_test(test_damaged_posting_chunk_skipped),
         cmocka_unit_test(test_series_labels_split_from_their_base),
+        cmocka_unit_test(test_series_in_buckets_of_64),
         cmocka_unit_test(test_whole_labels_of_format_9_still_read),
         cmocka_unit_test(test_split_labels_of_format_10_still_read),
         cmocka_unit_test(test_format_10_label_starting_with_0x01_still_read),
