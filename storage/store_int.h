@@ -867,7 +867,9 @@ bool fc_store_sid_parse(const void *value, size_t len, struct series_labels *out
  * Format 18: a split series' `sid` entry is kept with those of the other
  * ids of its bucket of FC_STORE_SID_SLOTS (id / 64): key tenant 0
  * be32(bucket) u8 FC_STORE_SID_BUCKET (a byte longer than an older
- * series' own key, be32(id)); value, for each series of the bucket in
+ * series' own key, be32(id)); value: be32 of the low 32 bits of xxh3 of
+ * what follows (one damaged byte would otherwise give up to 64 series
+ * another pod's base), then for each series of the bucket in
  * increasing slot (id % 64) order: u8 (slot << 1 | 1 when its base is the
  * entry before's), uvarint base id unless that bit is set, uvarint symbol
  * id of its own part (`symid`: what a format 11 split value holds after
@@ -875,11 +877,13 @@ bool fc_store_sid_parse(const void *value, size_t len, struct series_labels *out
  */
 #define FC_STORE_SID_BUCKET 1
 #define FC_STORE_SID_SLOTS 64
+#define FC_STORE_SID_CHECK 4
 struct sid_entry {
     uint32_t slot, base, own;
 };
 void fc_store_sid_bucket_key(struct key *k, const char *tenant, uint32_t id);
-/* A bucket's entries into out[FC_STORE_SID_SLOTS]; false when it is damaged. */
+/* A bucket's entries into out[FC_STORE_SID_SLOTS]; false when it is damaged (or its check fails).
+ */
 bool fc_store_sid_bucket_decode(const MDB_val *v, struct sid_entry *out, size_t *n);
 /* Entries (slots increasing) appended to out as a bucket value. */
 void fc_store_sid_bucket_encode(const struct sid_entry *e, size_t n, struct fc_buf *out);

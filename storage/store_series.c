@@ -62,13 +62,24 @@ void fc_store_sid_bucket_key(struct key *k, const char *tenant, uint32_t id)
     k->b[k->n++] = FC_STORE_SID_BUCKET;
 }
 
+/* The check a bucket's value starts with: the low 32 bits of xxh3 of its entries. */
+static uint32_t bucket_check(const void *entries, size_t len)
+{
+    return (uint32_t)XXH3_64bits(entries, len);
+}
+
 bool fc_store_sid_bucket_decode(const MDB_val *v, struct sid_entry *out, size_t *n)
 {
+    const uint8_t *p = v->mv_data;
     struct fc_pb r;
     uint32_t base = 0;
 
     *n = 0;
-    fc_pb_init(&r, v->mv_data, v->mv_size);
+    if (v->mv_size < FC_STORE_SID_CHECK ||
+        be32(p) != bucket_check(p + FC_STORE_SID_CHECK, v->mv_size - FC_STORE_SID_CHECK)) {
+        return false;
+    }
+    fc_pb_init(&r, p + FC_STORE_SID_CHECK, v->mv_size - FC_STORE_SID_CHECK);
     while (r.p < r.end) {
         uint8_t head = *r.p++;
         uint32_t slot = head >> 1;
@@ -97,6 +108,11 @@ bool fc_store_sid_bucket_decode(const MDB_val *v, struct sid_entry *out, size_t 
 
 void fc_store_sid_bucket_encode(const struct sid_entry *e, size_t n, struct fc_buf *out)
 {
+    size_t at = out->len;
+    uint32_t check;
+    uint8_t room[FC_STORE_SID_CHECK] = {0};
+
+    fc_buf_append(out, room, sizeof(room)); /* the check's place, filled below */
     for (size_t i = 0; i < n; i++) {
         bool same_base = i > 0 && e[i].base == e[i - 1].base;
         uint8_t head = (uint8_t)(e[i].slot << 1 | (same_base ? 1u : 0u));
@@ -105,6 +121,10 @@ void fc_store_sid_bucket_encode(const struct sid_entry *e, size_t n, struct fc_b
             fc_pb_put_varint(out, e[i].base);
         }
         fc_pb_put_varint(out, e[i].own);
+    }
+    check = bucket_check(out->data + at + FC_STORE_SID_CHECK, out->len - at - FC_STORE_SID_CHECK);
+    for (int i = 0; i < FC_STORE_SID_CHECK; i++) {
+        out->data[at + (size_t)i] = (uint8_t)(check >> (24 - 8 * i));
     }
 }
 

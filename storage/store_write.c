@@ -361,9 +361,12 @@ static int base_series_put(struct writer *w, const struct key *bk, const struct 
 /*
  * A new split series' `sid` entry (format 18, store_int.h): its own part
  * interned as a symbol, its entry appended to its bucket (ids only grow, so
- * it is the bucket's last). A bucket that does not decode, or holds a
- * later slot (a damaged file), is left as it is and the series gets a key
- * of its own as format 17 wrote it, which readers still read.
+ * it is the bucket's last). An entry at or past its slot is an id never
+ * given out, so damage that still decodes: it is dropped and counted, since
+ * readers, who look in the bucket first, would read it for this series
+ * (found by review). A bucket that does not decode is left as it is and the
+ * series gets a key of its own as format 17 wrote it, which readers read
+ * when the bucket does not answer.
  */
 static int sid_put(struct writer *w, uint32_t id, uint32_t base, const struct fc_buf *split)
 {
@@ -381,9 +384,11 @@ static int sid_put(struct writer *w, uint32_t id, uint32_t base, const struct fc
     if (rc != 0 && rc != MDB_NOTFOUND) {
         return fc_store_lmdb_error(w->err, rc, "sid");
     }
-    if (split->len > head &&
-        (rc == MDB_NOTFOUND || (fc_store_sid_bucket_decode(&v, e, &n) &&
-                                (n == 0 || e[n - 1].slot < id % FC_STORE_SID_SLOTS)))) {
+    if (split->len > head && (rc == MDB_NOTFOUND || fc_store_sid_bucket_decode(&v, e, &n))) {
+        while (n > 0 && e[n - 1].slot >= id % FC_STORE_SID_SLOTS) {
+            n--;
+            atomic_fetch_add(&w->s->corrupt, 1);
+        }
         if ((rc = symbol(w, (const char *)split->data + head, split->len - head, &own)) != FC_OK) {
             return rc;
         }

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <xxhash.h>
 
 uint8_t *fc_test_read(const char *path, size_t *len)
 {
@@ -150,6 +151,27 @@ static void bucket_entry_by_hand(const uint8_t **p, const uint8_t *end, uint32_t
     *own = (uint32_t)uvarint_by_hand(p, end);
 }
 
+/*
+ * The entries of sid bucket value v, past its check (be32 of the low 32
+ * bits of xxh3 of the entries), which must hold.
+ */
+static const uint8_t *bucket_entries_by_hand(const MDB_val *v)
+{
+    const uint8_t *p = v->mv_data;
+    uint32_t check;
+
+    if (v->mv_size < 4) {
+        fprintf(stderr, "a sid bucket of %zu bytes\n", v->mv_size);
+        abort();
+    }
+    check = (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+    if (check != (uint32_t)XXH3_64bits(p + 4, v->mv_size - 4)) {
+        fprintf(stderr, "a sid bucket whose check fails\n");
+        abort();
+    }
+    return p + 4;
+}
+
 /* Whether sid key k is a bucket's (tenant 0 be32(id / 64) 0x01), not a series' own. */
 static bool is_bucket_key(const MDB_val *k)
 {
@@ -176,12 +198,13 @@ size_t fc_test_sid_series(const char *path)
     }
     for (int g = mdb_cursor_get(c, &k, &v, MDB_FIRST); g == 0;
          g = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
-        const uint8_t *p = v.mv_data, *end = p + v.mv_size;
+        const uint8_t *p, *end = (const uint8_t *)v.mv_data + v.mv_size;
         uint32_t slot, base = 0, own;
         if (!is_bucket_key(&k)) {
             n++;
             continue;
         }
+        p = bucket_entries_by_hand(&v);
         while (p < end) {
             bucket_entry_by_hand(&p, end, &slot, &base, &own);
             n++;
@@ -217,11 +240,16 @@ uint32_t fc_test_sids_as_format_17(const char *path)
     }
     for (int g = mdb_cursor_get(c, &k, &v, MDB_FIRST); g == 0;
          g = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
-        const uint8_t *key = k.mv_data, *p = v.mv_data, *end = p + v.mv_size;
+        const uint8_t *key = k.mv_data, *p, *end = (const uint8_t *)v.mv_data + v.mv_size;
         uint32_t bucket;
         if (!is_bucket_key(&k)) {
             continue; /* a key of its own */
         }
+        if (k.mv_size > 64) {
+            fprintf(stderr, "a tenant too long for this helper\n");
+            abort();
+        }
+        p = bucket_entries_by_hand(&v);
         bucket = (uint32_t)key[k.mv_size - 5] << 24 | (uint32_t)key[k.mv_size - 4] << 16 |
                  (uint32_t)key[k.mv_size - 3] << 8 | key[k.mv_size - 2];
         while (p < end) {

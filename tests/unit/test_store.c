@@ -2257,28 +2257,132 @@ static size_t db_keys(const char *sub, const char *db_name, size_t *own)
     return n;
 }
 
+/* Pods p<from>..p<to - 1> of tenant each list per_pod series and, with cpu, total GO_CPU_TOTAL. */
+static void pods_whole(struct fc_store *s2, const char *tenant, int from, int to, size_t per_pod,
+                       bool cpu)
+{
+    char sel[32], **v = NULL;
+    size_t n;
+
+    for (int pod = from; pod < to; pod++) {
+        snprintf(sel, sizeof(sel), "{pod=\"p%d\"}", pod);
+        n = listed(s2, tenant, sel, &v);
+        free_listed(v, n);
+        assert_int_equal(n, per_pod);
+        snprintf(sel, sizeof(sel), "pod=\"p%d\"", pod);
+        assert_true(!cpu || cpu_of(s2, tenant, sel) == GO_CPU_TOTAL);
+    }
+}
+
+#define BUCKET_TEST_IDS 4096
+#define BASE_NONE_CHECKED BUCKET_TEST_IDS
+#define BASE_NONE UINT32_MAX
+
+/* The base of every series id under n as the store reads it (BASE_NONE: not read). */
+static void series_bases(struct fc_store *s2, const char *tenant, uint32_t *bases, uint32_t n)
+{
+    MDB_txn *txn;
+
+    assert_int_equal(mdb_txn_begin(s2->env, NULL, MDB_RDONLY, &txn), 0);
+    for (uint32_t id = 0; id < n; id++) {
+        struct series_labels l;
+        bases[id] = fc_store_sid_get(s2, txn, tenant, id, &l) ? l.base_id : BASE_NONE;
+    }
+    mdb_txn_abort(txn);
+}
+
+/* Flips a bit of the first entry's bytes (past the check): damage the check must find. */
+static void flip_a_bit(uint8_t *value, size_t *len)
+{
+    assert_true(*len > FC_STORE_SID_CHECK + 1);
+    value[FC_STORE_SID_CHECK + 1] ^= 0x04;
+}
+
+/* One entry: slot 0, "the base of the entry before" (there is none), symbol 1; check right. */
+static void first_says_same_base(uint8_t *value, size_t *len)
+{
+    uint32_t check;
+
+    value[4] = 0 << 1 | 1;
+    value[5] = 1;
+    check = (uint32_t)XXH3_64bits(value + 4, 2); /* by hand: xxh3 of the entries, low 32 bits */
+    for (int i = 0; i < 4; i++) {
+        value[i] = (uint8_t)(check >> (24 - 8 * i));
+    }
+    *len = 6;
+}
+
+/*
+ * Rewrites one sid bucket of the closed store at sub (the first when first,
+ * else the last): its raw value through raw, or its entries through
+ * entries (decoded and encoded again by the store's own functions, which
+ * makes a value whose check holds).
+ */
+static void rewrite_bucket(const char *sub, bool first, void (*raw)(uint8_t *value, size_t *len),
+                           void (*entries)(struct sid_entry *e, size_t *n))
+{
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi sid;
+    MDB_cursor *c;
+    MDB_val k, v;
+    uint8_t value[2048];
+    size_t len;
+    int g;
+
+    lmdb_begin(sub, 0, &env, &txn);
+    assert_int_equal(mdb_dbi_open(txn, "sid", 0, &sid), 0);
+    assert_int_equal(mdb_cursor_open(txn, sid, &c), 0);
+    for (g = mdb_cursor_get(c, &k, &v, first ? MDB_FIRST : MDB_LAST); g == 0;
+         g = mdb_cursor_get(c, &k, &v, first ? MDB_NEXT : MDB_PREV)) {
+        const uint8_t *zero = memchr(k.mv_data, 0, k.mv_size);
+        if (zero != NULL && (size_t)(zero - (const uint8_t *)k.mv_data) + 6 == k.mv_size) {
+            break; /* a bucket's key: tenant 0 be32 1 */
+        }
+    }
+    assert_int_equal(g, 0);
+    assert_true(v.mv_size <= sizeof(value));
+    memcpy(value, v.mv_data, v.mv_size);
+    len = v.mv_size;
+    if (raw != NULL) {
+        raw(value, &len);
+        v = (MDB_val){len, value};
+        assert_int_equal(mdb_cursor_put(c, &k, &v, MDB_CURRENT), 0);
+    } else {
+        struct sid_entry e[FC_STORE_SID_SLOTS];
+        struct fc_buf out;
+        size_t n;
+        assert_true(fc_store_sid_bucket_decode(&v, e, &n));
+        entries(e, &n);
+        fc_buf_init(&out, 0);
+        fc_store_sid_bucket_encode(e, n, &out);
+        v = (MDB_val){out.len, out.data};
+        assert_int_equal(mdb_cursor_put(c, &k, &v, MDB_CURRENT), 0);
+        fc_buf_release(&out);
+    }
+    mdb_cursor_close(c);
+    assert_int_equal(mdb_txn_commit(txn), 0);
+    mdb_env_close(env);
+}
+
 /*
  * Format 18: series' labels in buckets of 64 ids, own parts interned as
  * symbols. 20 pods of one profile: every series is in a bucket, at least 8
  * a key; the pods after the first intern no symbol (their own parts and
- * frames are the first's); every pod lists and totals as written. Then the
- * last bucket is damaged (replaced by one entry that says "the base of the
- * entry before"): its series are lost and counted as corrupt, never misread, and
- * a pod written after it, whose ids fall in it, gets keys of its own and
- * reads whole.
+ * frames are the first's); every pod lists and totals as written. Then one
+ * bit of the first bucket is flipped: its check refuses it, its series are
+ * lost and counted as corrupt, and no series is read with another base.
+ * Then the last bucket is replaced by one entry that passes its check but
+ * says "the base of the entry before": refused too, and a pod written after
+ * it, whose ids fall in it, gets keys of its own and reads whole.
  */
 static void test_series_in_buckets_of_64(void **state)
 {
     struct fc_store *s2 = open_sub("bucket");
     char sub[128], labels[32], **v = NULL;
-    size_t per_pod, symbols, keys, own, n;
+    size_t per_pod, symbols, keys, own, n, missing = 0;
     int64_t sum = 0;
-    MDB_env *env;
-    MDB_txn *txn;
-    MDB_dbi sid;
-    MDB_cursor *c;
-    MDB_val k, val_;
-    uint8_t damaged[2];
+    static uint32_t bases_before[BUCKET_TEST_IDS], bases_after[BUCKET_TEST_IDS];
 
     (void)state;
     snprintf(sub, sizeof(sub), "%s/bucket", dir);
@@ -2290,14 +2394,7 @@ static void test_series_in_buckets_of_64(void **state)
     symbols = db_keys(sub, "symid", &own);
     s2 = open_sub("bucket");
     write_pods(s2, 1, 20, "bk");
-    for (int pod = 0; pod < 20; pod++) {
-        snprintf(labels, sizeof(labels), "{pod=\"p%d\"}", pod);
-        n = listed(s2, "bk", labels, &v);
-        assert_int_equal(n, per_pod);
-        free_listed(v, n);
-        snprintf(labels, sizeof(labels), "pod=\"p%d\"", pod);
-        assert_int_equal(cpu_of(s2, "bk", labels), GO_CPU_TOTAL);
-    }
+    pods_whole(s2, "bk", 0, 20, per_pod, true);
     /* Nothing to narrow by: every series of the tenant, read from the buckets. */
     n = listed(s2, "bk", "{pod=~\"p1.*\"}", &v); /* p1, p10-p19 */
     assert_int_equal(n, 11 * per_pod);
@@ -2310,21 +2407,31 @@ static void test_series_in_buckets_of_64(void **state)
     assert_int_equal(own, 0);
     assert_true(keys >= 2 && keys * 8 <= 20 * per_pod);
 
-    /* The last bucket damaged. */
-    lmdb_begin(sub, 0, &env, &txn);
-    assert_int_equal(mdb_dbi_open(txn, "sid", 0, &sid), 0);
-    assert_int_equal(mdb_cursor_open(txn, sid, &c), 0);
-    assert_int_equal(mdb_cursor_get(c, &k, &val_, MDB_LAST), 0);
-    assert_true(val_.mv_size > 0);
-    /* One entry: slot 0, "the base of the entry before" (there is none), symbol 1. */
-    damaged[0] = 0 << 1 | 1;
-    damaged[1] = 1;
-    val_ = (MDB_val){2, damaged};
-    assert_int_equal(mdb_cursor_put(c, &k, &val_, MDB_CURRENT), 0);
-    mdb_cursor_close(c);
-    assert_int_equal(mdb_txn_commit(txn), 0);
-    mdb_env_close(env);
+    /* One bit of the first bucket flipped: the check refuses it, nothing is misread. */
+    s2 = open_sub("bucket");
+    series_bases(s2, "bk", bases_before, BUCKET_TEST_IDS);
+    fc_store_close(s2);
+    rewrite_bucket(sub, true, flip_a_bit, NULL);
+    s2 = open_sub("bucket");
+    series_bases(s2, "bk", bases_after, BUCKET_TEST_IDS);
+    for (uint32_t id = 0; id < BASE_NONE_CHECKED; id++) {
+        missing += bases_after[id] == BASE_NONE && bases_before[id] != BASE_NONE;
+        assert_true(bases_after[id] == BASE_NONE || bases_after[id] == bases_before[id]);
+    }
+    assert_true(missing > 0 && missing <= FC_STORE_SID_SLOTS);
+    assert_true(fc_store_corrupt_windows(s2) > 0);
+    for (int pod = 0; pod < 20; pod++) {
+        snprintf(labels, sizeof(labels), "pod=\"p%d\"", pod);
+        assert_true(cpu_of(s2, "bk", labels) <= GO_CPU_TOTAL);
+    }
+    fc_store_close(s2);
 
+    /*
+     * The last bucket replaced by one entry that passes the check but says
+     * "the base of the entry before" (there is none): refused too, and a pod
+     * written after it, whose first ids fall in it, gets keys of their own.
+     */
+    rewrite_bucket(sub, false, first_says_same_base, NULL);
     s2 = open_sub("bucket");
     for (int pod = 0; pod < 20; pod++) {
         snprintf(labels, sizeof(labels), "pod=\"p%d\"", pod);
@@ -2340,6 +2447,136 @@ static void test_series_in_buckets_of_64(void **state)
     fc_store_close(s2);
     db_keys(sub, "sid", &own);
     assert_true(own > 0); /* p20's first series, in the damaged bucket's range */
+}
+
+/*
+ * Every series with a key of its own (split) reads back, through
+ * fc_store_sid_get and fc_store_series_base, as that key says. Returns how
+ * many do not.
+ */
+static size_t own_keys_misread(struct fc_store *s2, const char *tenant)
+{
+    MDB_txn *txn;
+    MDB_cursor *c;
+    MDB_val k, v;
+    struct key t;
+    size_t bad = 0;
+
+    assert_int_equal(mdb_txn_begin(s2->env, NULL, MDB_RDONLY, &txn), 0);
+    assert_int_equal(mdb_cursor_open(txn, s2->db[DB_SID], &c), 0);
+    key_tenant(&t, tenant);
+    k = (MDB_val){t.n, t.b};
+    for (int g = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
+         g == 0 && k.mv_size >= t.n + 4 && memcmp(k.mv_data, t.b, t.n) == 0;
+         g = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+        uint32_t id = be32((const uint8_t *)k.mv_data + t.n), type, base = 0;
+        struct series_labels want, got;
+        if (k.mv_size != t.n + 4 || !fc_store_sid_parse(v.mv_data, v.mv_size, &want, &type)) {
+            continue;
+        }
+        if (!fc_store_sid_get(s2, txn, tenant, id, &got) || got.base_id != want.base_id ||
+            got.own_len != want.own_len || memcmp(got.own, want.own, got.own_len) != 0 ||
+            !fc_store_series_base(s2, txn, tenant, id, &base) || base != want.base_id) {
+            bad++;
+        }
+    }
+    mdb_cursor_close(c);
+    mdb_txn_abort(txn);
+    return bad;
+}
+
+/*
+ * A bucket damaged so that it still decodes, check and all: its last
+ * entry's slot moved to 63, an id never given out. The writer drops that
+ * entry (counted) when the next pod's series come into its range, so those
+ * series are read as written, never as the damaged entry (found by review:
+ * they got keys of their own, which readers never reached).
+ */
+static void move_last_slot_to_63(struct sid_entry *e, size_t *n)
+{
+    assert_true(*n > 0 && e[*n - 1].slot < 63);
+    e[*n - 1].slot = 63;
+}
+
+static void test_damaged_bucket_that_decodes_never_misread(void **state)
+{
+    struct fc_store *s2 = open_sub("bucket63");
+    char sub[128], **v = NULL;
+    size_t per_pod;
+
+    (void)state;
+    snprintf(sub, sizeof(sub), "%s/bucket63", dir);
+    write_pods(s2, 0, 1, "b6");
+    per_pod = listed(s2, "b6", "{pod=\"p0\"}", &v);
+    free_listed(v, per_pod);
+    assert_true(per_pod < 63);
+    fc_store_close(s2);
+    rewrite_bucket(sub, false, NULL, move_last_slot_to_63);
+    s2 = open_sub("bucket63");
+    write_pods(s2, 1, 3, "b6");
+    assert_int_equal(own_keys_misread(s2, "b6"), 0);
+    pods_whole(s2, "b6", 1, 3, per_pod, true);
+    assert_int_equal(fc_store_corrupt_windows(s2), 1); /* the entry dropped */
+    fc_store_close(s2);
+}
+
+/*
+ * A format 17 store (a key per series), then new pods in buckets whose
+ * ranges hold the old keys too: every series reads as written, listings
+ * are whole (also with nothing to narrow by); retention forgets an old pod
+ * (keys) and a new one (bucket entries), the label index and sid agree,
+ * another tenant is untouched and a forgotten pod comes back (a test
+ * written by review).
+ */
+static void test_format_17_series_mixed_with_buckets_then_forgotten(void **state)
+{
+    struct fc_store *s2;
+    struct fc_error err = {0};
+    const int64_t later = BASE + 40 * 86400;
+    uint64_t deleted = 0, pods = 0, series = 0;
+    char sub[128], **v = NULL;
+    size_t per_pod, n, chunks, short_chunks, ones, value_bytes;
+
+    (void)state;
+    fc_test_rebuild_max = 1;
+    s2 = open_sub("mixed17");
+    snprintf(sub, sizeof(sub), "%s/mixed17", dir);
+    write_batch(s2, load_pod(0, later, "f"));     /* the service's first pod: kept */
+    write_batch(s2, load_pod(1, BASE + 10, "f")); /* old: forgotten */
+    write_batch(s2, load_pod(0, later, "g"));     /* another tenant */
+    per_pod = listed(s2, "f", "{pod=\"p0\"}", &v);
+    free_listed(v, per_pod);
+    fc_store_close(s2);
+    assert_int_equal(fc_test_sids_as_format_17(sub), 3 * per_pod);
+    s2 = open_sub("mixed17");
+    write_batch(s2, load_pod(2, BASE + 20, "f")); /* old, in buckets: forgotten */
+    write_batch(s2, load_pod(3, later + 10, "f"));
+    write_batch(s2, load_pod(1, later + 20, "g"));
+    assert_int_equal(own_keys_misread(s2, "f"), 0);
+    pods_whole(s2, "f", 0, 4, per_pod, false);
+    n = listed(s2, "f", "{pod=~\"p.*\"}", &v);
+    free_listed(v, n);
+    assert_int_equal(n, 4 * per_pod);
+    assert_int_equal(pods_matching(s2, "p.*", BASE, later + 3600), 4 * GO_CPU_TOTAL);
+    assert_int_equal(fc_store_delete_before(s2, BASE + 35 * 86400, &deleted, &err), FC_OK);
+    assert_int_equal(fc_store_forget_empty(s2, 0, &pods, &series, &err), FC_OK);
+    assert_int_equal(pods, 2);
+    assert_int_equal(series, 2 * per_pod);
+    n = listed(s2, "f", "{pod=~\"p.*\"}", &v);
+    free_listed(v, n);
+    assert_int_equal(n, 2 * per_pod);
+    assert_int_equal(pods_matching(s2, "p.*", later, later + 3600), 2 * GO_CPU_TOTAL);
+    n = listed(s2, "g", "{pod=~\"p.*\"}", &v);
+    free_listed(v, n);
+    assert_int_equal(n, 2 * per_pod);
+    write_batch(s2, load_pod(2, later + 30, "f")); /* p2 back: made again, in a bucket */
+    assert_int_equal(pods_matching(s2, "p2", later, later + 3600), GO_CPU_TOTAL);
+    assert_int_equal(fc_store_corrupt_windows(s2), 0);
+    fc_store_close(s2);
+    assert_int_equal(fc_test_sid_series(sub), 3 * per_pod + 2 * per_pod);
+    assert_int_equal(postings_layout(sub, &chunks, &short_chunks, &ones, &value_bytes),
+                     sid_label_pairs(sub));
+    fc_test_rebuild_max = 0;
 }
 
 /* Adds string label (key, value) to every sample of b's profile. */
@@ -5211,6 +5448,8 @@ int main(void)
         cmocka_unit_test(test_damaged_posting_chunk_skipped),
         cmocka_unit_test(test_series_labels_split_from_their_base),
         cmocka_unit_test(test_series_in_buckets_of_64),
+        cmocka_unit_test(test_damaged_bucket_that_decodes_never_misread),
+        cmocka_unit_test(test_format_17_series_mixed_with_buckets_then_forgotten),
         cmocka_unit_test(test_whole_labels_of_format_9_still_read),
         cmocka_unit_test(test_split_labels_of_format_10_still_read),
         cmocka_unit_test(test_format_10_label_starting_with_0x01_still_read),
