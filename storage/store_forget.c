@@ -400,7 +400,7 @@ static int forget_base(struct fc_store *s, MDB_txn *txn, const char *tenant, uin
     size_t n_ls = 0, cap_ls = 0;
     for (size_t i = 0; rc == 0 && i < n; i++) {
         struct series_labels l;
-        if (!fc_store_sid_get(s, txn, tenant, ids[i], &l)) {
+        if (!fc_store_sid_get(s, txn, tenant, ids[i], NULL, &l)) {
             free(ls);
             free(ids);
             fc_buf_release(&labels);

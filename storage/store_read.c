@@ -211,7 +211,7 @@ static int match_series(struct reader *r, const struct fc_selector *sel, bool ne
     for (size_t i = 0; i < cand.n; i++) {
         struct series_labels l;
         bool ok = true;
-        if (!fc_store_sid_get(r->s, r->txn, r->tenant, cand.v[i], &l)) {
+        if (!fc_store_sid_get(r->s, r->txn, r->tenant, cand.v[i], &r->sids, &l)) {
             continue;
         }
         if (sel->profile_type != NULL) {
@@ -266,7 +266,7 @@ static int by_base_then_sid(const void *a, const void *b)
 /* The base a series is packed under. */
 static bool base_of(struct reader *r, uint32_t series, uint32_t *base)
 {
-    return fc_store_series_base(r->s, r->txn, r->tenant, series, base);
+    return fc_store_series_base(r->s, r->txn, r->tenant, series, &r->sids, base);
 }
 
 static void group_by_base(struct reader *r, const struct idset *ids, struct bases *out)
@@ -405,6 +405,7 @@ static int begin_read(struct fc_store *s, struct reader *r, const char *tenant,
     rc = mdb_txn_begin(s->env, NULL, MDB_RDONLY, &r->txn);
     /* Slots allocated by the first bundled window read. */
     r->bundles = (struct bundle_caches){NULL, FC_STORE_READER_BUNDLES, NULL, s, 0};
+    r->sids.state = 0;
     r->s = s;
     r->tenant = tenant;
     r->err = err;
@@ -844,7 +845,7 @@ int fc_store_series_labels(struct fc_store *s, const char *tenant,
     for (size_t i = 0; rc == FC_OK && i < all.n; i++) {
         struct series_labels l;
         struct fc_buf canon;
-        if (!fc_store_sid_get(s, r.txn, tenant, all.v[i], &l) ||
+        if (!fc_store_sid_get(s, r.txn, tenant, all.v[i], &r.sids, &l) ||
             (until_ns > 0 && !has_data(&r, all.v[i], from_s, until_s))) {
             continue;
         }
@@ -934,7 +935,7 @@ int fc_store_select_series(struct fc_store *s, const struct fc_store_query *q, i
         struct series_labels l;
         struct fc_buf group;
         size_t g;
-        if (!fc_store_sid_get(s, r.txn, q->tenant, ids.v[i], &l)) {
+        if (!fc_store_sid_get(s, r.txn, q->tenant, ids.v[i], &r.sids, &l)) {
             continue;
         }
         /* The group: the series' values of the group_by labels. */

@@ -129,32 +129,46 @@ void fc_store_sid_bucket_encode(const struct sid_entry *e, size_t n, struct fc_b
 }
 
 /*
- * Series id's entry in its bucket (format 18): 1 found, 0 not there (a
- * series of an older format has a key of its own), -1 a damaged bucket
- * (counted as corrupt).
+ * Series id's entry in its bucket (format 18), through cache (NULL: none):
+ * 1 found, 0 not there (a series of an older format has a key of its own),
+ * -1 a damaged bucket (counted as corrupt once a load).
  */
 static int bucket_get(struct fc_store *s, MDB_txn *txn, const char *tenant, uint32_t id,
-                      struct sid_entry *out)
+                      struct sid_cache *cache, struct sid_entry *out)
 {
-    struct sid_entry e[FC_STORE_SID_SLOTS];
-    struct key k;
-    MDB_val kv, v;
-    size_t n;
+    struct sid_cache local;
+    struct sid_cache *c = cache != NULL ? cache : &local;
+    uint32_t slot = id % FC_STORE_SID_SLOTS;
+    size_t lo = 0, hi;
 
-    fc_store_sid_bucket_key(&k, tenant, id);
-    kv = val(k.b, k.n);
-    if (mdb_get(txn, s->db[DB_SID], &kv, &v) != 0) {
-        return 0;
+    if (cache == NULL || c->state == 0 || c->bucket != id / FC_STORE_SID_SLOTS) {
+        struct key k;
+        MDB_val kv, v;
+        fc_store_sid_bucket_key(&k, tenant, id);
+        kv = val(k.b, k.n);
+        c->bucket = id / FC_STORE_SID_SLOTS;
+        c->state = 1;
+        c->n = 0;
+        if (mdb_get(txn, s->db[DB_SID], &kv, &v) == 0 &&
+            !fc_store_sid_bucket_decode(&v, c->e, &c->n)) {
+            atomic_fetch_add(&s->corrupt, 1);
+            c->state = 2;
+        }
     }
-    if (!fc_store_sid_bucket_decode(&v, e, &n)) {
-        atomic_fetch_add(&s->corrupt, 1);
+    if (c->state == 2) {
         return -1;
     }
-    for (size_t i = 0; i < n; i++) {
-        if (e[i].slot == id % FC_STORE_SID_SLOTS) {
-            *out = e[i];
-            return 1;
+    for (hi = c->n; lo < hi;) { /* slots increase */
+        size_t mid = lo + (hi - lo) / 2;
+        if (c->e[mid].slot < slot) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
         }
+    }
+    if (lo < c->n && c->e[lo].slot == slot) {
+        *out = c->e[lo];
+        return 1;
     }
     return 0;
 }
@@ -235,7 +249,7 @@ static void own_parse(const char *own, const char *end, struct series_labels *ou
 }
 
 bool fc_store_sid_get(struct fc_store *s, MDB_txn *txn, const char *tenant, uint32_t id,
-                      struct series_labels *out)
+                      struct sid_cache *cache, struct series_labels *out)
 {
     MDB_val v, b, t;
     struct sid_entry e;
@@ -244,7 +258,7 @@ bool fc_store_sid_get(struct fc_store *s, MDB_txn *txn, const char *tenant, uint
 
     memset(out, 0, sizeof(*out));
     /* A damaged bucket (counted) leaves the key of its own a series written past it has. */
-    in_bucket = bucket_get(s, txn, tenant, id, &e);
+    in_bucket = bucket_get(s, txn, tenant, id, cache, &e);
     if (in_bucket > 0) {
         if (!get_by_id(s, txn, DB_SYMID, tenant, e.own, &v)) {
             atomic_fetch_add(&s->corrupt, 1); /* its own part's symbol is lost */
@@ -290,12 +304,12 @@ bool fc_store_sid_parse(const void *value, size_t len, struct series_labels *out
 }
 
 bool fc_store_series_base(struct fc_store *s, MDB_txn *txn, const char *tenant, uint32_t id,
-                          uint32_t *base)
+                          struct sid_cache *cache, uint32_t *base)
 {
     MDB_val v;
     struct sid_entry e;
 
-    if (bucket_get(s, txn, tenant, id, &e) > 0) {
+    if (bucket_get(s, txn, tenant, id, cache, &e) > 0) {
         *base = e.base;
         return true;
     }

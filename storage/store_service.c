@@ -244,7 +244,7 @@ static int aggregate_of(struct writer *w, uint32_t base, uint32_t sid, bool *has
     int rc;
 
     *has = false;
-    if (!fc_store_sid_get(w->s, w->txn, w->tenant, sid, &l) ||
+    if (!fc_store_sid_get(w->s, w->txn, w->tenant, sid, NULL, &l) ||
         !fc_store_series_value(&l, FC_STORE_SERVICE_LABEL, &service, &service_len) ||
         !fc_store_series_value(&l, "__profile_type__", &type, &type_len) || service_len == 0) {
         return FC_OK;

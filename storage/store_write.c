@@ -449,8 +449,8 @@ static int series_id(struct writer *w, const struct label *labels, size_t n, uin
          * profile's own here and a sample's there) it would be written where
          * no series query reads it, so this base gets a series of its own.
          */
-        if (i == 1 &&
-            (!fc_store_series_base(w->s, w->txn, w->tenant, *id, &its_base) || its_base != base)) {
+        if (i == 1 && (!fc_store_series_base(w->s, w->txn, w->tenant, *id, NULL, &its_base) ||
+                       its_base != base)) {
             break;
         }
         fc_buf_release(&canon);

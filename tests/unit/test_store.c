@@ -2286,7 +2286,7 @@ static void series_bases(struct fc_store *s2, const char *tenant, uint32_t *base
     assert_int_equal(mdb_txn_begin(s2->env, NULL, MDB_RDONLY, &txn), 0);
     for (uint32_t id = 0; id < n; id++) {
         struct series_labels l;
-        bases[id] = fc_store_sid_get(s2, txn, tenant, id, &l) ? l.base_id : BASE_NONE;
+        bases[id] = fc_store_sid_get(s2, txn, tenant, id, NULL, &l) ? l.base_id : BASE_NONE;
     }
     mdb_txn_abort(txn);
 }
@@ -2474,9 +2474,9 @@ static size_t own_keys_misread(struct fc_store *s2, const char *tenant)
         if (k.mv_size != t.n + 4 || !fc_store_sid_parse(v.mv_data, v.mv_size, &want, &type)) {
             continue;
         }
-        if (!fc_store_sid_get(s2, txn, tenant, id, &got) || got.base_id != want.base_id ||
+        if (!fc_store_sid_get(s2, txn, tenant, id, NULL, &got) || got.base_id != want.base_id ||
             got.own_len != want.own_len || memcmp(got.own, want.own, got.own_len) != 0 ||
-            !fc_store_series_base(s2, txn, tenant, id, &base) || base != want.base_id) {
+            !fc_store_series_base(s2, txn, tenant, id, NULL, &base) || base != want.base_id) {
             bad++;
         }
     }
