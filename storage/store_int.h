@@ -903,8 +903,19 @@ bool fc_store_sid_get(struct fc_store *s, MDB_txn *txn, const char *tenant, uint
  */
 bool fc_store_sid_parse(const void *value, size_t len, struct series_labels *out, uint32_t *type);
 /*
+ * A series' own part's `sym` value (format 18): u32 symbol id, u32 the
+ * series that name it (host order, as the id). A frame's is the id alone.
+ */
+#define FC_STORE_OWN_SYM_LEN 8
+/*
+ * One series fewer names own part symbol own: the symbol (`sym` and
+ * `symid`) goes with its last. A symbol of 4 bytes is kept. 0 or LMDB's error.
+ */
+int fc_store_own_symbol_release(struct fc_store *s, MDB_txn *txn, const char *tenant, uint32_t own);
+/*
  * Deletes series id's labels: its bucket's entry (the bucket goes with its
- * last) and a key of its own. 0 or LMDB's error; a damaged bucket is left.
+ * last, its own part's symbol with the last series naming it) and a key of
+ * its own. 0 or LMDB's error; a damaged bucket is left.
  */
 int fc_store_sid_delete(struct fc_store *s, MDB_txn *txn, const char *tenant, uint32_t id);
 /* The base series id is packed under (from `sid`, or `sbase` before format 10). */

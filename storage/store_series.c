@@ -55,6 +55,20 @@ static bool get_by_id(struct fc_store *s, MDB_txn *txn, int db, const char *tena
     return mdb_get(txn, s->db[db], &kv, v) == 0;
 }
 
+/* Deletes (tenant, be32 id) from db: 0 (also when it was not there) or LMDB's error. */
+static int del_by_id(struct fc_store *s, MDB_txn *txn, int db, const char *tenant, uint32_t id)
+{
+    struct key k;
+    MDB_val kv;
+    int rc;
+
+    key_tenant(&k, tenant);
+    key_be32(&k, id);
+    kv = val(k.b, k.n);
+    rc = mdb_del(txn, s->db[db], &kv, NULL);
+    return rc == MDB_NOTFOUND ? 0 : rc;
+}
+
 void fc_store_sid_bucket_key(struct key *k, const char *tenant, uint32_t id)
 {
     key_tenant(k, tenant);
@@ -173,6 +187,44 @@ static int bucket_get(struct fc_store *s, MDB_txn *txn, const char *tenant, uint
     return 0;
 }
 
+int fc_store_own_symbol_release(struct fc_store *s, MDB_txn *txn, const char *tenant, uint32_t own)
+{
+    struct key k;
+    MDB_val kv, v, sv;
+    uint32_t id, n;
+    int rc;
+
+    key_tenant(&k, tenant);
+    key_be32(&k, own);
+    kv = val(k.b, k.n);
+    if (mdb_get(txn, s->db[DB_SYMID], &kv, &v) != 0) {
+        return 0; /* lost already: nothing to count down */
+    }
+    key_tenant(&k, tenant);
+    key_h128(&k, v.mv_data, v.mv_size);
+    kv = val(k.b, k.n);
+    if (mdb_get(txn, s->db[DB_SYM], &kv, &sv) != 0 || sv.mv_size != FC_STORE_OWN_SYM_LEN) {
+        return 0; /* a symbol of 4 bytes is shared and kept */
+    }
+    memcpy(&id, sv.mv_data, 4);
+    memcpy(&n, (const uint8_t *)sv.mv_data + 4, 4);
+    if (id != own || n == UINT32_MAX) {
+        return 0; /* another id under its hash (damage), or saturated: kept */
+    }
+    if (n > 1) {
+        uint8_t counted[FC_STORE_OWN_SYM_LEN];
+        n--;
+        memcpy(counted, &id, 4);
+        memcpy(counted + 4, &n, 4);
+        sv = val(counted, sizeof(counted));
+        return mdb_put(txn, s->db[DB_SYM], &kv, &sv, 0);
+    }
+    if ((rc = mdb_del(txn, s->db[DB_SYM], &kv, NULL)) != 0) {
+        return rc;
+    }
+    return del_by_id(s, txn, DB_SYMID, tenant, own);
+}
+
 int fc_store_sid_delete(struct fc_store *s, MDB_txn *txn, const char *tenant, uint32_t id)
 {
     struct sid_entry e[FC_STORE_SID_SLOTS];
@@ -188,6 +240,8 @@ int fc_store_sid_delete(struct fc_store *s, MDB_txn *txn, const char *tenant, ui
         for (size_t i = 0; i < n; i++) {
             if (e[i].slot != id % FC_STORE_SID_SLOTS) {
                 e[kept++] = e[i];
+            } else if ((rc = fc_store_own_symbol_release(s, txn, tenant, e[i].own)) != 0) {
+                return rc;
             }
         }
         if (kept == 0) {
@@ -204,11 +258,7 @@ int fc_store_sid_delete(struct fc_store *s, MDB_txn *txn, const char *tenant, ui
     if (rc != 0 && rc != MDB_NOTFOUND) {
         return rc;
     }
-    key_tenant(&k, tenant);
-    key_be32(&k, id);
-    kv = val(k.b, k.n);
-    rc = mdb_del(txn, s->db[DB_SID], &kv, NULL);
-    return rc == MDB_NOTFOUND ? 0 : rc;
+    return del_by_id(s, txn, DB_SID, tenant, id);
 }
 
 /*

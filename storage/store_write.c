@@ -58,8 +58,16 @@ static int symbol(struct writer *w, const char *name, size_t len, uint32_t *id)
         return FC_OK;
     }
     kv = val(k.b, k.n);
-    if (mdb_get(w->txn, w->s->db[DB_SYM], &kv, &v) == 0 && v.mv_size == 4) {
+    if (mdb_get(w->txn, w->s->db[DB_SYM], &kv, &v) == 0 &&
+        (v.mv_size == 4 || v.mv_size == FC_STORE_OWN_SYM_LEN)) {
         memcpy(id, v.mv_data, 4);
+        if (v.mv_size == FC_STORE_OWN_SYM_LEN) {
+            /* A series' own part (own_symbol) with these bytes: shared from now on, kept. */
+            v = val(id, 4);
+            if ((rc = mdb_put(w->txn, w->s->db[DB_SYM], &kv, &v, 0)) != 0) {
+                return fc_store_lmdb_error(w->err, rc, "symbols");
+            }
+        }
         fc_store_ids_note(w->s, DB_SYM, &k, *id);
         return FC_OK;
     }
@@ -359,6 +367,52 @@ static int base_series_put(struct writer *w, const struct key *bk, const struct 
 }
 
 /*
+ * The symbol of a new series' own part (format 18), counted: `sym` holds
+ * its id and the number of series that name it (FC_STORE_OWN_SYM_LEN), so
+ * that forget deletes it with the last (fc_store_own_symbol_release). A
+ * symbol of 4 bytes (a frame's, or an own part interned before it was
+ * counted) is shared and never deleted. Not through the id cache: a new
+ * series is rare, and its count is written each time.
+ */
+static int own_symbol(struct writer *w, const char *bytes, size_t len, uint32_t *id)
+{
+    struct key k, kid;
+    MDB_val kv, v;
+    uint8_t counted[FC_STORE_OWN_SYM_LEN];
+    uint32_t n = 1;
+    int rc;
+
+    key_tenant(&k, w->tenant);
+    key_h128(&k, bytes, len);
+    kv = val(k.b, k.n);
+    rc = mdb_get(w->txn, w->s->db[DB_SYM], &kv, &v);
+    if (rc == 0 && v.mv_size == 4) {
+        memcpy(id, v.mv_data, 4);
+        return FC_OK;
+    }
+    if (rc == 0 && v.mv_size == FC_STORE_OWN_SYM_LEN) {
+        memcpy(id, v.mv_data, 4);
+        memcpy(&n, (const uint8_t *)v.mv_data + 4, 4);
+        n = n == UINT32_MAX ? n : n + 1; /* saturated: never deleted */
+    } else if (rc != 0 && rc != MDB_NOTFOUND) {
+        return fc_store_lmdb_error(w->err, rc, "symbols");
+    } else {
+        if ((rc = fc_store_next_id(w, "sym", id)) != FC_OK) {
+            return rc;
+        }
+        key_tenant(&kid, w->tenant);
+        key_be32(&kid, *id);
+        rc = fc_store_put_empty(w, DB_SYMID, &kid, bytes, len);
+        if (rc != FC_OK) {
+            return rc;
+        }
+    }
+    memcpy(counted, id, 4);
+    memcpy(counted + 4, &n, 4);
+    return fc_store_put_empty(w, DB_SYM, &k, counted, sizeof(counted));
+}
+
+/*
  * A new split series' `sid` entry (format 18, store_int.h): its own part
  * interned as a symbol, its entry appended to its bucket (ids only grow, so
  * it is the bucket's last). An entry at or past its slot is an id never
@@ -389,7 +443,8 @@ static int sid_put(struct writer *w, uint32_t id, uint32_t base, const struct fc
             n--;
             atomic_fetch_add(&w->s->corrupt, 1);
         }
-        if ((rc = symbol(w, (const char *)split->data + head, split->len - head, &own)) != FC_OK) {
+        if ((rc = own_symbol(w, (const char *)split->data + head, split->len - head, &own)) !=
+            FC_OK) {
             return rc;
         }
         e[n++] = (struct sid_entry){id % FC_STORE_SID_SLOTS, base, own};

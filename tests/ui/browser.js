@@ -617,8 +617,11 @@ async function main() {
     let releaseRender;
     const renderHeld = new Promise((resolve) => { releaseRender = resolve; });
     let heldRenders = 0;
+    let renderArrived;
+    const renderSeen = new Promise((resolve) => { renderArrived = resolve; });
     await p2.route(/\/pyroscope\/render\?/, async (route) => {
       heldRenders++;
+      renderArrived();
       await renderHeld;
       await route.continue();
     });
@@ -626,6 +629,10 @@ async function main() {
     await p2.press('#filter', 'Enter');
     await p2.waitForFunction(() => window.flamecol.state().service === 'shop' && document.getElementById('service').value === 'shop');
     assert.equal((await p2.evaluate(() => window.flamecol.state())).type, CPU);
+    // The render must be on its way before the bad filter is typed: on a
+    // loaded machine the page sent it after (CI rehearsal, 2026-11-26).
+    await Promise.race([renderSeen, new Promise((resolve, reject) =>
+      setTimeout(() => reject(new Error('the shop render was never sent')), 15000))]);
     // Not a query: said, not sent.
     await p2.fill('#filter', '{worker=a}');
     await p2.press('#filter', 'Enter');

@@ -220,7 +220,7 @@ uint32_t fc_test_sids_as_format_17(const char *path)
 {
     MDB_env *env;
     MDB_txn *txn;
-    MDB_dbi sid, symid, meta;
+    MDB_dbi sid, symid, sym, meta;
     MDB_cursor *c;
     MDB_val k, v;
     static char format_key[] = "\0format";
@@ -298,6 +298,22 @@ uint32_t fc_test_sids_as_format_17(const char *path)
         }
     }
     free(puts);
+    /* Format 17 kept no count beside a symbol's id (format 18: own parts' 8 bytes). */
+    if (mdb_dbi_open(txn, "sym", 0, &sym) != 0 || mdb_cursor_open(txn, sym, &c) != 0) {
+        abort();
+    }
+    for (int g = mdb_cursor_get(c, &k, &v, MDB_FIRST); g == 0;
+         g = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+        uint8_t id[4];
+        if (v.mv_size == 8) {
+            memcpy(id, v.mv_data, 4);
+            v = (MDB_val){4, id};
+            if (mdb_cursor_put(c, &k, &v, MDB_CURRENT) != 0) {
+                abort();
+            }
+        }
+    }
+    mdb_cursor_close(c);
     k = (MDB_val){7, format_key};
     v = (MDB_val){4, &version};
     if (mdb_put(txn, meta, &k, &v, 0) != 0 || mdb_txn_commit(txn) != 0) {
