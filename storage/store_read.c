@@ -149,7 +149,9 @@ static void all_series(struct reader *r, struct idset *out)
         }
     }
     mdb_cursor_close(c);
-    qsort(out->v, out->n, sizeof(uint32_t), cmp_u32);
+    if (out->n > 1) { /* out->v is NULL for a tenant without series */
+        qsort(out->v, out->n, sizeof(uint32_t), cmp_u32);
+    }
 }
 
 /*
