@@ -29,8 +29,27 @@
  *
  * SIGINT/SIGTERM end the run early with the same summary. Figures, not
  * assertions.
+ *
+ * FC_SOAK_FINE_RETENTION and FC_SOAK_RETENTION (durations such as 10m,
+ * 40m; unset: the store's defaults, 24h and 30d, and the run as above) go
+ * into the store's config as fine_retention and retention (retention_interval
+ * stays 1m), so that compaction and deletion by age run within a soak. Then
+ * each row also has the windows retention deleted (compaction's included)
+ * and bundled that minute, the pods forgotten and the coarse windows whose
+ * rebuild was deferred, and the checks, computed from what was acknowledged
+ * alone, become: the 1 h check with its start on 100 s (a range's ends in
+ * the compacted past are rounded out to whole 100 s windows), its end too
+ * if it may be compacted, and its start no earlier than 3 minutes (three
+ * retention passes) past now - retention, on 100 s; the compacted past (older
+ * than fine_retention by those 3 minutes, on 100 s) within retention, whole
+ * and its last 300 s, against what was acknowledged there; everything older
+ * than retention by 3 minutes, on 100 s, against 0 (a pass deletes the
+ * windows, of every level, that end by its start - retention); at the end
+ * everything retained instead of the 24 h total. A summary line gives the
+ * disk from the first minute past retention on.
  */
 #include "bench/bench_util.h"
+#include "config/units.h"
 #include "core/batch.h"
 #include "core/buf.h"
 #include "core/timeutil.h"
@@ -56,6 +75,16 @@
 /* The selector {service_name="soak"}, percent-encoded. */
 #define SVC_SEL "%7Bservice_name%3D%22soak%22%7D"
 #define POD0_SEL "%7Bservice_name%3D%22soak%22%2Cpod%3D%22pod-0%22%7D"
+/* The store's defaults (README: the store exporter's configuration). */
+#define DEFAULT_FINE_S (24 * 3600)
+#define DEFAULT_RETENTION_S (30 * 86400)
+/*
+ * How far the checks keep from a moving cutoff: three retention intervals
+ * (the default 1 m; a pass starts at most one interval plus the previous
+ * pass's length after the last), rounded to whole 100 s windows on top.
+ */
+#define CUTOFF_MARGIN_S 180
+#define COARSE_S 100
 
 static const char *const profile_names[3] = {"go-1s-cpu.pb.gz", "go-3s-cpu.pb.gz",
                                              "pyroscope-go-cpu.pb.gz"};
@@ -76,6 +105,15 @@ static _Atomic int64_t *win_sum;
 static int64_t win_base_s;
 static size_t n_win;
 static _Atomic int64_t last_from_s;
+
+/*
+ * FC_SOAK_FINE_RETENTION / FC_SOAK_RETENTION: written into the store's
+ * config when set (the strings as given); the durations in effect, whether
+ * set or the store's defaults, in seconds (0 = none). aged: either was set.
+ */
+static const char *fine_str, *ret_str;
+static int64_t fine_s = DEFAULT_FINE_S, ret_s = DEFAULT_RETENTION_S;
+static int aged;
 
 /* What the clients record until the next row takes it. */
 struct minute {
@@ -457,6 +495,99 @@ static void check_total(const char *what, int64_t a_s, int64_t b_s)
            got == want ? "equal" : "DIFFERENT", status);
 }
 
+static int64_t floor_coarse(int64_t t)
+{
+    return (t >= 0 ? t / COARSE_S : (t - COARSE_S + 1) / COARSE_S) * COARSE_S;
+}
+
+static int64_t ceil_coarse(int64_t t)
+{
+    return floor_coarse(t + COARSE_S - 1);
+}
+
+/*
+ * The first 100 s boundary safely past the retention cutoff: a pass deletes
+ * every window ending at or before (its start - retention); this stays
+ * CUTOFF_MARGIN_S ahead of any cutoff a pass during the query can reach.
+ */
+static int64_t retained_from(int64_t now_s)
+{
+    return ret_s > 0 ? ceil_coarse(now_s - ret_s + CUTOFF_MARGIN_S) : INT64_MIN;
+}
+
+/*
+ * The 1 h check ending at b_s. With FC_SOAK_* set: the start on 100 s (the
+ * store rounds a range's ends in the compacted past out to whole 100 s
+ * windows), the end too when it may lie there, and the start no earlier
+ * than retained_from.
+ */
+static void check_hour(const char *what, int64_t b_s)
+{
+    int64_t a_s = b_s - 3600, now_s = fc_now_ns() / FC_NS_PER_SEC;
+    char label[256];
+
+    if (!aged) {
+        check_total(what, a_s, b_s);
+        return;
+    }
+    if (fine_s > 0) {
+        a_s = floor_coarse(a_s);
+        if (b_s <= now_s - fine_s + 60) {
+            b_s = floor_coarse(b_s);
+        }
+    }
+    if (a_s < retained_from(now_s)) {
+        a_s = retained_from(now_s);
+    }
+    snprintf(label, sizeof(label), "%s (ends on 100 s, within retention)", what);
+    if (a_s >= b_s) {
+        printf("  check %s: empty range, skipped\n", label);
+        return;
+    }
+    check_total(label, a_s, b_s);
+}
+
+/*
+ * With FC_SOAK_* set: the compacted past (100 s windows only) within
+ * retention against what was acknowledged there, whole and its last 300 s
+ * (read from 100 s windows alone); and everything older than retention (by
+ * CUTOFF_MARGIN_S and whole 100 s windows) against 0. Each once its range
+ * is not empty.
+ */
+static void check_aged(void)
+{
+    int64_t now_s = fc_now_ns() / FC_NS_PER_SEC, first = floor_coarse(win_base_s);
+
+    if (!aged) {
+        return;
+    }
+    if (fine_s > 0 && (ret_s == 0 || fine_s < ret_s)) {
+        int64_t hi = floor_coarse(now_s - fine_s - CUTOFF_MARGIN_S);
+        int64_t lo = retained_from(now_s) > first ? retained_from(now_s) : first;
+        if (hi - lo >= COARSE_S) {
+            check_total("compacted past within retention", lo, hi);
+        }
+        if (hi - 3 * COARSE_S >= lo) {
+            check_total("compacted past, its last 300 s", hi - 3 * COARSE_S, hi);
+        }
+    }
+    if (ret_s > 0) {
+        int64_t hi = floor_coarse(now_s - ret_s - CUTOFF_MARGIN_S);
+        if (hi > first) {
+            char path[512];
+            int status;
+            int64_t got;
+            snprintf(path, sizeof(path), "%s&from=%lld&until=%lld&format=json",
+                     "/pyroscope/render?query=" CPU_TYPE SVC_SEL, (long long)first, (long long)hi);
+            got = render_total(path, &status);
+            printf("  check past retention [%lld, %lld): flame graph total %lld ns, expected 0 "
+                   "(%lld ns were acknowledged there): %s (HTTP %d)\n",
+                   (long long)first, (long long)hi, (long long)got,
+                   (long long)expected_cpu(first, hi), got == 0 ? "equal" : "DIFFERENT", status);
+        }
+    }
+}
+
 /* ---- queries -------------------------------------------------------------------------- */
 
 static void time_query(const char *what, const char *path)
@@ -527,7 +658,27 @@ struct row {
     long rss_kb, hwm_kb;
     int64_t disk_alloc, disk_size;
     double used;
+    double deleted, bundled; /* cumulative, from /metrics */
 };
+
+/* FC_SOAK_FINE_RETENTION / FC_SOAK_RETENTION into *str and *secs when set. */
+static void aged_option(const char *name, const char **str, int64_t *secs)
+{
+    const char *v = getenv(name), *why = NULL;
+    int64_t ns;
+
+    if (v == NULL || v[0] == '\0') {
+        return;
+    }
+    if (fc_parse_duration(v, &ns, &why) != 0 || ns % FC_NS_PER_SEC != 0 ||
+        strspn(v, "0123456789smhd") != strlen(v)) {
+        fprintf(stderr, "%s=%s: %s\n", name, v, why ? why : "whole seconds, s/m/h/d only");
+        exit(2);
+    }
+    *str = v;
+    *secs = ns / FC_NS_PER_SEC;
+    aged = 1;
+}
 
 static int collector_alive(pid_t pid, int *wstatus)
 {
@@ -536,13 +687,20 @@ static int collector_alive(pid_t pid, int *wstatus)
 
 static void print_header(void)
 {
-    printf("%4s %7s %6s %8s %6s %7s %8s %8s %9s %9s %9s %7s %7s %7s %7s %6s %7s %7s %8s\n", "min",
+    printf("%4s %7s %6s %8s %6s %7s %8s %8s %9s %9s %9s %7s %7s %7s %7s %6s %7s %7s %8s", "min",
            "acked", "failed", "late-max", ">1s", "cpu-s", "cpu-ms/p", "RssAnon", "VmHWM",
            "mdb-alloc", "mdb-size", "used", "openwin", "logfile", "idcache", "commit", "ack-p50",
            "ack-p99", "ack-max");
-    printf("%4s %7s %6s %8s %6s %7s %8s %8s %9s %9s %9s %7s %7s %7s %7s %6s %7s %7s %8s\n", "",
+    if (aged) {
+        printf("%8s %8s %7s %7s", "deleted", "bundled", "forgot", "rebuild");
+    }
+    printf("\n%4s %7s %6s %8s %6s %7s %8s %8s %9s %9s %9s %7s %7s %7s %7s %6s %7s %7s %8s", "",
            "/min", "cum", "s", "/min", "/min", "", "MB", "MB", "MB", "MB", "MB", "MB", "MB", "MB",
            "/min", "ms", "ms", "ms");
+    if (aged) {
+        printf("%8s %8s %7s %7s", "win/min", "win/min", "pods", "defer");
+    }
+    printf("\n");
 }
 
 int main(int argc, char **argv)
@@ -558,7 +716,8 @@ int main(int argc, char **argv)
     int64_t now_s, start_ns;
 
     if (argc < 5) {
-        fprintf(stderr, "usage: bench_soak FLAMECOL_BIN CORPUS_DIR PODS MINUTES [CLIENTS=4]\n");
+        fprintf(stderr, "usage: [FC_SOAK_FINE_RETENTION=D] [FC_SOAK_RETENTION=D] bench_soak "
+                        "FLAMECOL_BIN CORPUS_DIR PODS MINUTES [CLIENTS=4]\n");
         return 2;
     }
     bin = argv[1];
@@ -570,6 +729,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "bad PODS, MINUTES or CLIENTS\n");
         return 2;
     }
+    aged_option("FC_SOAK_FINE_RETENTION", &fine_str, &fine_s);
+    aged_option("FC_SOAK_RETENTION", &ret_str, &ret_s);
     setvbuf(stdout, NULL, _IOLBF, 0);
     signal(SIGPIPE, SIG_IGN);
     signal(SIGINT, on_signal);
@@ -587,10 +748,13 @@ int main(int argc, char **argv)
     snprintf(yaml, sizeof(yaml),
              "receivers:\n  pprof:\n    endpoint: 127.0.0.1:%d\n"
              "exporters:\n  store:\n    path: %s\n    query: {endpoint: 127.0.0.1:%d}\n"
+             "%s%s%s%s%s%s"
              "service:\n  telemetry:\n    metrics: {endpoint: 127.0.0.1:%d}\n"
              "    logs: {level: warn}\n"
              "  pipelines:\n    profiles: {receivers: [pprof], exporters: [store]}\n",
-             ingest_port, dir, query_port, metrics_port);
+             ingest_port, dir, query_port, fine_str ? "    fine_retention: " : "",
+             fine_str ? fine_str : "", fine_str ? "\n" : "", ret_str ? "    retention: " : "",
+             ret_str ? ret_str : "", ret_str ? "\n" : "", metrics_port);
     printf("config:\n%s", yaml);
     pid = bench_start_collector(bin, yaml, ingest_port);
     if (!collector_alive(pid, &wstatus)) {
@@ -667,9 +831,12 @@ int main(int argc, char **argv)
         }
         r->used = metrics ? metric_sum(metrics, "flamecol_store_used_bytes", "") : -1;
         commits = metrics ? metric_sum(metrics, "flamecol_store_commits_total", "") : -1;
+        r->deleted =
+            metrics ? metric_sum(metrics, "flamecol_store_retention_deleted_total", "") : -1;
+        r->bundled = metrics ? metric_sum(metrics, "flamecol_store_bundled_windows_total", "") : -1;
         printf(
             "%4d %7lld %6lld %8.2f %6lld %7.2f %8.3f %8.1f %9.1f %9.1f %9.1f %7.1f %7.2f "
-            "%7.2f %7.2f %6.0f %7.2f %7.2f %8.1f\n",
+            "%7.2f %7.2f %6.0f %7.2f %7.2f %8.1f",
             m, (long long)r->acked, (long long)atomic_load(&failed), (double)got.max_late_ns / 1e9,
             (long long)got.late_1s, r->cpu_s, r->acked ? 1000.0 * r->cpu_s / (double)r->acked : 0.0,
             (double)r->rss_kb / 1024, (double)r->hwm_kb / 1024, (double)r->disk_alloc / 1048576,
@@ -678,6 +845,16 @@ int main(int argc, char **argv)
             metrics ? metric_sum(metrics, "flamecol_store_log_file_bytes", "") / 1048576 : -1.0,
             metrics ? metric_sum(metrics, "flamecol_store_id_cache_bytes", "") / 1048576 : -1.0,
             commits - commits_prev, p50, p99, pmax);
+        if (aged) {
+            /* A counter not yet in /metrics reads -1: as 0. */
+            double del0 = m > 1 && rows[m - 1].deleted > 0 ? rows[m - 1].deleted : 0;
+            double bun0 = m > 1 && rows[m - 1].bundled > 0 ? rows[m - 1].bundled : 0;
+            printf(" %8.0f %8.0f %7.0f %7.0f", r->deleted > 0 ? r->deleted - del0 : 0,
+                   r->bundled > 0 ? r->bundled - bun0 : 0,
+                   metrics ? metric_sum(metrics, "flamecol_store_pods_forgotten_total", "") : -1,
+                   metrics ? metric_sum(metrics, "flamecol_store_rebuilds_deferred", "") : -1.0);
+        }
+        printf("\n");
         commits_prev = commits;
         free(got.lat);
         if (m % QUERY_EVERY_MIN == 0 || m == minutes) {
@@ -700,7 +877,8 @@ int main(int argc, char **argv)
                        metric_sum(metrics, "flamecol_store_log_damaged_total", ""));
             }
             queries();
-            check_total("1h ending a minute ago", b_s - 3600, b_s);
+            check_hour("1h ending a minute ago", b_s);
+            check_aged();
         }
         free(metrics);
     }
@@ -726,18 +904,28 @@ int main(int argc, char **argv)
 
         /* A flush every 2 s: let the last pushes' windows be written. */
         fc_sleep_ns(5 * FC_NS_PER_SEC);
-        check_total("final, 1h up to the last push", b_s - 3600, b_s);
-        got24 = render_total("/pyroscope/render?query=" CPU_TYPE SVC_SEL
-                             "&from=now-24h&until=now&format=json",
-                             &status);
-        printf("  check final, 24h: flame graph total %lld ns, everything acknowledged %lld ns: "
-               "%s (HTTP %d)\n",
-               (long long)got24,
-               (long long)expected_cpu(win_base_s, win_base_s + (int64_t)n_win * PERIOD_S),
-               got24 == expected_cpu(win_base_s, win_base_s + (int64_t)n_win * PERIOD_S)
-                   ? "equal"
-                   : "DIFFERENT",
-               status);
+        check_hour("final, 1h up to the last push", b_s);
+        check_aged();
+        if (aged && ret_s > 0) {
+            /* The 24 h total would depend on where the last pass put the cutoff. */
+            int64_t a_s = retained_from(fc_now_ns() / FC_NS_PER_SEC);
+            if (a_s < b_s) {
+                check_total("final, everything retained", a_s, b_s);
+            }
+        } else {
+            got24 = render_total("/pyroscope/render?query=" CPU_TYPE SVC_SEL
+                                 "&from=now-24h&until=now&format=json",
+                                 &status);
+            printf(
+                "  check final, 24h: flame graph total %lld ns, everything acknowledged %lld ns: "
+                "%s (HTTP %d)\n",
+                (long long)got24,
+                (long long)expected_cpu(win_base_s, win_base_s + (int64_t)n_win * PERIOD_S),
+                got24 == expected_cpu(win_base_s, win_base_s + (int64_t)n_win * PERIOD_S)
+                    ? "equal"
+                    : "DIFFERENT",
+                status);
+        }
         http_get(metrics_port, "/metrics", &metrics, &mlen);
         if (metrics != NULL) {
             printf("final /metrics, store and refusal lines:\n");
@@ -786,6 +974,20 @@ int main(int argc, char **argv)
                w, rows[w].used / 1048576, m, rows[m].used / 1048576,
                m > w ? (rows[m].used - rows[w].used) / 1048576 * 60 / (m - w) : 0.0, w, m,
                atomic_load(&acked_total) ? rows[m].used / (double)atomic_load(&acked_total) : 0.0);
+        if (aged && ret_s > 0 && ret_s / 60 + 2 < m) {
+            /* From the first minute with data past retention (deleted by the pass after). */
+            int k = (int)(ret_s / 60) + 2, top = k;
+            for (int i = k; i <= m; i++) {
+                top = rows[i].disk_alloc > rows[top].disk_alloc ? i : top;
+            }
+            printf("  once retention deletes (minutes %d-%d): data.mdb allocated %.1f -> %.1f MB "
+                   "(%.1f MB/h; largest %.1f MB at minute %d), pages in use %.1f -> %.1f MB (%.1f "
+                   "MB/h)\n",
+                   k, m, (double)rows[k].disk_alloc / 1048576, (double)rows[m].disk_alloc / 1048576,
+                   (double)(rows[m].disk_alloc - rows[k].disk_alloc) / 1048576 * 60 / (m - k),
+                   (double)rows[top].disk_alloc / 1048576, top, rows[k].used / 1048576,
+                   rows[m].used / 1048576, (rows[m].used - rows[k].used) / 1048576 * 60 / (m - k));
+        }
     }
     if (getenv("SOAK_KEEP") == NULL) {
         bench_remove_dir(dir);
