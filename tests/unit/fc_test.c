@@ -138,6 +138,13 @@ static uint64_t uvarint_by_hand(const uint8_t **p, const uint8_t *end)
     abort();
 }
 
+static void be32_by_hand(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++) {
+        p[i] = (uint8_t)(v >> (24 - 8 * i));
+    }
+}
+
 /* The next entry of a sid bucket at *p (format 18), decoded by hand; *base carries over. */
 static void bucket_entry_by_hand(const uint8_t **p, const uint8_t *end, uint32_t *slot,
                                  uint32_t *base, uint32_t *own)
@@ -260,10 +267,7 @@ uint32_t fc_test_sids_as_format_17(const char *path)
             bucket_entry_by_hand(&p, end, &slot, &base, &own);
             id = bucket * 64 + slot;
             memcpy(sym_key, key, k.mv_size - 5);
-            sym_key[k.mv_size - 5] = (uint8_t)(own >> 24);
-            sym_key[k.mv_size - 4] = (uint8_t)(own >> 16);
-            sym_key[k.mv_size - 3] = (uint8_t)(own >> 8);
-            sym_key[k.mv_size - 2] = (uint8_t)own;
+            be32_by_hand(sym_key + k.mv_size - 5, own);
             sk = (MDB_val){k.mv_size - 1, sym_key};
             if (mdb_get(txn, symid, &sk, &sv) != 0 || sv.mv_size + 5 > sizeof(o->value)) {
                 fprintf(stderr, "series %u: no own part %u\n", id, own);
@@ -272,16 +276,10 @@ uint32_t fc_test_sids_as_format_17(const char *path)
             puts = realloc(puts, (n_puts + 1) * sizeof(*puts));
             o = &puts[n_puts++];
             memcpy(o->key, sym_key, k.mv_size - 5);
-            o->key[k.mv_size - 5] = (uint8_t)(id >> 24);
-            o->key[k.mv_size - 4] = (uint8_t)(id >> 16);
-            o->key[k.mv_size - 3] = (uint8_t)(id >> 8);
-            o->key[k.mv_size - 2] = (uint8_t)id;
+            be32_by_hand(o->key + k.mv_size - 5, id);
             o->key_len = k.mv_size - 1;
             o->value[0] = 0;
-            o->value[1] = (uint8_t)(base >> 24);
-            o->value[2] = (uint8_t)(base >> 16);
-            o->value[3] = (uint8_t)(base >> 8);
-            o->value[4] = (uint8_t)base;
+            be32_by_hand(o->value + 1, base);
             memcpy(o->value + 5, sv.mv_data, sv.mv_size);
             o->value_len = sv.mv_size + 5;
             n++;

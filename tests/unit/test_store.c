@@ -2231,8 +2231,18 @@ static void test_series_labels_split_from_their_base(void **state)
     assert_int_equal(sbases, 0);
 }
 
-/* Keys of db in the closed store at sub: *own those of 4 bytes after the tenant (a series' own). */
-static size_t db_keys(const char *sub, const char *db_name, size_t *own)
+/* Entries of one db of the closed store at sub (as db_entries counts them). */
+static size_t entries_of(const char *sub, const char *db_name)
+{
+    size_t n;
+
+    db_entries(sub, &db_name, 1, &n);
+    return n;
+}
+
+/* Keys of `sid` in the closed store at sub: *own those of a series' own (4 bytes after the tenant).
+ */
+static size_t sid_keys(const char *sub, size_t *own)
 {
     MDB_env *env;
     MDB_txn *txn;
@@ -2243,7 +2253,7 @@ static size_t db_keys(const char *sub, const char *db_name, size_t *own)
 
     *own = 0;
     lmdb_begin(sub, MDB_RDONLY, &env, &txn);
-    assert_int_equal(mdb_dbi_open(txn, db_name, 0, &db), 0);
+    assert_int_equal(mdb_dbi_open(txn, "sid", 0, &db), 0);
     assert_int_equal(mdb_cursor_open(txn, db, &c), 0);
     for (int g = mdb_cursor_get(c, &k, &v, MDB_FIRST); g == 0;
          g = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
@@ -2391,7 +2401,7 @@ static void test_series_in_buckets_of_64(void **state)
     free_listed(v, per_pod);
     assert_true(per_pod > 2);
     fc_store_close(s2);
-    symbols = db_keys(sub, "symid", &own);
+    symbols = entries_of(sub, "symid");
     s2 = open_sub("bucket");
     write_pods(s2, 1, 20, "bk");
     pods_whole(s2, "bk", 0, 20, per_pod, true);
@@ -2401,9 +2411,9 @@ static void test_series_in_buckets_of_64(void **state)
     free_listed(v, n);
     assert_int_equal(fc_store_corrupt_windows(s2), 0);
     fc_store_close(s2);
-    assert_int_equal(db_keys(sub, "symid", &own), symbols);
+    assert_int_equal(entries_of(sub, "symid"), symbols);
     assert_int_equal(fc_test_sid_series(sub), 20 * per_pod);
-    keys = db_keys(sub, "sid", &own);
+    keys = sid_keys(sub, &own);
     assert_int_equal(own, 0);
     assert_true(keys >= 2 && keys * 8 <= 20 * per_pod);
 
@@ -2445,7 +2455,7 @@ static void test_series_in_buckets_of_64(void **state)
     assert_int_equal(n, per_pod);
     free_listed(v, n);
     fc_store_close(s2);
-    db_keys(sub, "sid", &own);
+    sid_keys(sub, &own);
     assert_true(own > 0); /* p20's first series, in the damaged bucket's range */
 }
 
@@ -2614,7 +2624,7 @@ static void test_forgotten_own_parts_deleted_with_their_last_series(void **state
     const int64_t later = BASE + 40 * 86400;
     uint64_t deleted = 0, pods = 0, series = 0;
     char sub[128], req[16];
-    size_t sym0, symid0, own, per_pod;
+    size_t sym0, symid0, per_pod;
     char **v = NULL;
 
     (void)state;
@@ -2624,8 +2634,8 @@ static void test_forgotten_own_parts_deleted_with_their_last_series(void **state
     per_pod = listed(s2, "f", "{pod=\"p0\"}", &v);
     free_listed(v, per_pod);
     fc_store_close(s2);
-    sym0 = db_keys(sub, "sym", &own);
-    symid0 = db_keys(sub, "symid", &own);
+    sym0 = entries_of(sub, "sym");
+    symid0 = entries_of(sub, "symid");
     for (int round = 0; round < 2; round++) {
         s2 = open_sub("ownsym");
         for (int pod = 1; pod <= 20; pod++) {
@@ -2635,7 +2645,7 @@ static void test_forgotten_own_parts_deleted_with_their_last_series(void **state
             write_batch(s2, b);
         }
         fc_store_close(s2);
-        assert_true(db_keys(sub, "symid", &own) >= symid0 + 20);
+        assert_true(entries_of(sub, "symid") >= symid0 + 20);
         s2 = open_sub("ownsym");
         assert_int_equal(fc_store_delete_before(s2, BASE + 35 * 86400, &deleted, &err), FC_OK);
         assert_int_equal(fc_store_forget_empty(s2, 0, &pods, &series, &err), FC_OK);
@@ -2643,8 +2653,8 @@ static void test_forgotten_own_parts_deleted_with_their_last_series(void **state
         assert_int_equal(pods_matching(s2, "p0", later, later + 10), GO_CPU_TOTAL);
         pods_whole(s2, "f", 0, 1, per_pod, false);
         fc_store_close(s2);
-        assert_int_equal(db_keys(sub, "sym", &own), sym0);
-        assert_int_equal(db_keys(sub, "symid", &own), symid0);
+        assert_int_equal(entries_of(sub, "sym"), sym0);
+        assert_int_equal(entries_of(sub, "symid"), symid0);
     }
 }
 
