@@ -239,7 +239,7 @@ static uint64_t compact_all(struct fc_store *store, int64_t cutoff_s)
     struct fc_error err = {0};
     uint64_t deleted = 0;
 
-    if (fc_store_compact_before(store, cutoff_s, &deleted, &err) != FC_OK) {
+    if (fc_store_compact_before(store, cutoff_s, 0, &deleted, &err) != FC_OK) {
         fprintf(stderr, "compact: %s\n", err.msg);
         exit(1);
     }

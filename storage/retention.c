@@ -7,10 +7,17 @@
  * the chunk halves down to one key, and since the map is larger than
  * max_size (writes are refused at max_size, see fc_store_open) there is
  * always room for that. Pages freed by one chunk are reused by the next.
+ *
+ * Deletion by age and compaction take a time budget: past it they stop
+ * between two transactions and the next call goes on from the key they
+ * stopped at (struct retention_pass), so that the exporter's writer
+ * commits the writes that came meanwhile instead of holding them for the
+ * whole pass (up to 4 s in a soak of 2,000 pods).
  */
 #include "storage/store_int.h"
 
 #include "core/mem.h"
+#include "core/timeutil.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -150,17 +157,23 @@ static int dirty_parents(struct fc_store *s, MDB_txn *txn, const MDB_val *kv,
     return rc;
 }
 
+/* Keys looked at between two looks at the clock. */
+#define CLOCK_EVERY 64
+
 /*
- * One transaction: deletes up to chunk doomed keys of db from *resume on
- * (empty: the first key). Sets *more and *resume when it stopped early.
+ * One transaction: deletes up to chunk doomed keys of db from *at on (n 0:
+ * the first key), and stops early past until_ns (monotonic). Sets *more and
+ * *at when it stopped before the end.
  */
 static int delete_chunk(struct fc_store *s, MDB_dbi db, doomed_fn doomed, const struct doomed *d,
-                        size_t chunk, struct fc_buf *resume, bool *more, uint64_t *n)
+                        size_t chunk, int64_t until_ns, struct resume_key *at, bool *more,
+                        uint64_t *n)
 {
     MDB_txn *txn;
     MDB_cursor *c;
-    MDB_val kv = val(resume->data, resume->len), v;
+    MDB_val kv = val(at->b, at->n), v;
     int rc = mdb_txn_begin(s->env, NULL, 0, &txn);
+    size_t seen = 0;
     int g;
 
     *more = false;
@@ -172,14 +185,20 @@ static int delete_chunk(struct fc_store *s, MDB_dbi db, doomed_fn doomed, const 
         mdb_txn_abort(txn);
         return rc;
     }
-    g = mdb_cursor_get(c, &kv, &v, resume->len ? MDB_SET_RANGE : MDB_FIRST);
+    g = mdb_cursor_get(c, &kv, &v, at->n ? MDB_SET_RANGE : MDB_FIRST);
     for (; g == 0; g = mdb_cursor_get(c, &kv, &v, MDB_NEXT)) {
-        if (!doomed(&kv, &v, d)) {
+        /*
+         * Past the deadline, after CLOCK_EVERY keys at least (so that every
+         * call moves on): a scan of a large table that finds little to
+         * delete stops here too.
+         */
+        bool late = ++seen % CLOCK_EVERY == 0 && fc_now_mono_ns() >= until_ns;
+        bool is_doomed = !late && doomed(&kv, &v, d);
+        if (!late && !is_doomed) {
             continue;
         }
-        if (*n == chunk) {
-            fc_buf_reset(resume);
-            fc_buf_append(resume, kv.mv_data, kv.mv_size);
+        if (late || *n == chunk) {
+            resume_at(at, &kv); /* not done yet: the next starts here */
             *more = true;
             break;
         }
@@ -202,37 +221,40 @@ static int delete_chunk(struct fc_store *s, MDB_dbi db, doomed_fn doomed, const 
     return mdb_txn_commit(txn);
 }
 
-/* Deletes every doomed key of db, chunk by chunk; halves the chunk on a full map. */
+/*
+ * Deletes every doomed key of db from *at on, chunk by chunk; halves the
+ * chunk on a full map. Past until_ns it stops between chunks with FC_EAGAIN
+ * and *at where the next call goes on; else *at ends empty.
+ */
 static int delete_keys(struct fc_store *s, MDB_dbi db, doomed_fn doomed, const struct doomed *d,
-                       uint64_t *deleted, struct fc_error *err)
+                       int64_t until_ns, struct resume_key *at, uint64_t *deleted,
+                       struct fc_error *err)
 {
-    struct fc_buf resume;
     size_t chunk = DELETE_CHUNK;
     bool more = true;
     int rc = 0;
 
-    fc_buf_init(&resume, 0);
     while (more) {
-        struct fc_buf at;
+        struct resume_key from = *at;
         uint64_t n = 0;
-        fc_buf_init(&at, 0);
-        fc_buf_append(&at, resume.data, resume.len);
-        rc = delete_chunk(s, db, doomed, d, chunk, &resume, &more, &n);
+        rc = delete_chunk(s, db, doomed, d, chunk, until_ns, at, &more, &n);
         if (rc == MDB_MAP_FULL && chunk > 1) {
             chunk /= 2; /* the same keys again, fewer at a time */
-            fc_buf_reset(&resume);
-            fc_buf_append(&resume, at.data, at.len);
+            *at = from;
             more = true;
             rc = 0;
         } else if (rc == 0) {
             *deleted += n;
             chunk = chunk * 2 > DELETE_CHUNK ? DELETE_CHUNK : chunk * 2;
+            if (more && fc_now_mono_ns() >= until_ns) {
+                fc_store_refresh_used(s);
+                return FC_EAGAIN;
+            }
         } else {
             more = false;
         }
-        fc_buf_release(&at);
     }
-    fc_buf_release(&resume);
+    at->n = 0;
     fc_store_refresh_used(s);
     return rc ? fc_store_lmdb_error(err, rc, "retention") : FC_OK;
 }
@@ -257,93 +279,138 @@ static int set_coarse_before(struct fc_store *s, int64_t cutoff_s, struct fc_err
     return FC_OK;
 }
 
-/*
- * Bundles whose span ended by the cutoff (after their windows: none is left
- * to read them), then the dictionaries of the days that ended by it.
- */
-static int delete_bundles(struct fc_store *s, const struct doomed *d, struct fc_error *err)
+static int64_t deadline(int64_t budget_ns)
 {
-    uint64_t n = 0; /* not windows: not counted as deleted ones */
-    int rc = delete_keys(s, s->db[DB_BUNDLE], bundle_doomed, d, &n, err);
-
-    return rc ? rc : delete_keys(s, s->db[DB_DICT], dict_doomed, d, &n, err);
+    return budget_ns > 0 ? fc_now_mono_ns() + budget_ns : INT64_MAX;
 }
 
-int fc_store_delete_before(struct fc_store *s, int64_t cutoff_s, uint64_t *deleted,
-                           struct fc_error *err)
+/*
+ * What a deletion by age goes through, in order: windows, then bundles
+ * whose span ended by the cutoff (after their windows: none is left to read
+ * them), then the dictionaries of the days that ended by it, span entries
+ * and trace entries. Only windows and span entries count as deleted ones.
+ */
+static const struct delete_step {
+    int db;
+    doomed_fn doomed;
+    bool counted;
+} delete_steps[] = {
+    {DB_NODE, node_doomed, true}, {DB_BUNDLE, bundle_doomed, false}, {DB_DICT, dict_doomed, false},
+    {DB_SPAN, span_doomed, true}, {DB_TRACE, trace_doomed, false},
+};
+#define N_DELETE_STEPS (sizeof(delete_steps) / sizeof(delete_steps[0]))
+
+static int delete_pass(struct fc_store *s, struct retention_pass *p, int64_t cutoff_s,
+                       int64_t budget_ns, uint64_t *deleted, struct fc_error *err)
 {
-    struct doomed d = {cutoff_s, FC_STORE_LEVELS - 1, true, atomic_load(&s->coarse_before)};
-    struct fc_error ignored = {0};
-    int rc;
+    int64_t until = deadline(budget_ns);
+    struct doomed d;
+    int rc = FC_OK;
 
     *deleted = 0;
-    /*
-     * The open windows go into LMDB first, so that none outlives the
-     * deletion, and dirty coarse windows are built, so that the pages a
-     * trim counts next are all there is. Should that fail (a full disk),
-     * deleting still goes ahead: freeing space matters more than an open
-     * window past the cutoff.
-     */
-    if (fc_store_open_bytes(s) > 0 || atomic_load(&s->dirty)) {
-        fc_store_flush_before(s, INT64_MIN, &ignored); /* all of them, within the budget */
+    if (!p->resuming) {
+        *p = (struct retention_pass){.resuming = true, .cutoff_s = cutoff_s, .step = -1};
     }
-    rc = delete_keys(s, s->db[DB_NODE], node_doomed, &d, deleted, err);
-    rc = rc ? rc : delete_bundles(s, &d, err);
-    rc = rc ? rc : delete_keys(s, s->db[DB_SPAN], span_doomed, &d, deleted, err);
-    if (rc == FC_OK) {
-        uint64_t n = 0; /* an index, not windows: not counted as deleted ones */
-        rc = delete_keys(s, s->db[DB_TRACE], trace_doomed, &d, &n, err);
+    if (p->step == -1) {
+        struct fc_error ignored = {0};
+        /*
+         * The open windows go into LMDB first, so that none outlives the
+         * deletion, and dirty coarse windows are built, so that the pages a
+         * trim counts next are all there is. Should that fail (a full disk),
+         * deleting still goes ahead: freeing space matters more than an open
+         * window past the cutoff.
+         */
+        if ((fc_store_open_bytes(s) > 0 || atomic_load(&s->dirty)) &&
+            fc_store_flush_until(s, INT64_MIN, until, &ignored) == FC_EAGAIN) {
+            return FC_EAGAIN; /* rebuilds wait still: the next call goes on with them */
+        }
+        p->step = 0;
     }
+    /* The compaction cutoff as it is now: it only moves on, and 100 s windows before it stay. */
+    d = (struct doomed){p->cutoff_s, FC_STORE_LEVELS - 1, true, atomic_load(&s->coarse_before)};
+    while (rc == FC_OK && p->step < (int)N_DELETE_STEPS) {
+        const struct delete_step *step = &delete_steps[p->step];
+        uint64_t n = 0;
+        rc = delete_keys(s, s->db[step->db], step->doomed, &d, until, &p->at, &n, err);
+        *deleted += step->counted ? n : 0;
+        p->step += rc == FC_OK;
+    }
+    p->resuming = rc == FC_EAGAIN; /* done, or failed: the next call starts over */
     return rc;
 }
 
-int fc_store_compact_before(struct fc_store *s, int64_t cutoff_s, uint64_t *deleted,
-                            struct fc_error *err)
+int fc_store_delete_before(struct fc_store *s, int64_t cutoff_s, int64_t budget_ns,
+                           uint64_t *deleted, struct fc_error *err)
 {
+    return delete_pass(s, &s->deleting, cutoff_s, budget_ns, deleted, err);
+}
+
+/* The stages of a compaction pass (struct retention_pass.step). */
+enum { COMPACT_FLUSH, COMPACT_CUTOFF, COMPACT_BUNDLES, COMPACT_WINDOWS };
+
+int fc_store_compact_before(struct fc_store *s, int64_t cutoff_s, int64_t budget_ns,
+                            uint64_t *deleted, struct fc_error *err)
+{
+    struct retention_pass *p = &s->compacting;
+    int64_t until = deadline(budget_ns);
     struct doomed d = {0};
-    /*
-     * The previous cutoff: the bundles of spans before it were made alone by
-     * an earlier pass (one that failed after moving the cutoff leaves its
-     * spans' bundles with their 10 s slices, unread, until retention).
-     */
-    int64_t from = atomic_load(&s->coarse_before);
-    int rc;
+    int rc = FC_OK;
 
     *deleted = 0;
-    /* Whole 100 s windows only, so a level-1 window is either all fine or all coarse. */
-    cutoff_s = (cutoff_s >= 0 ? cutoff_s / 100 : (cutoff_s - 99) / 100) * 100;
-    /* Never back: late profiles written into the compacted past are compacted too. */
-    if (cutoff_s < atomic_load(&s->coarse_before)) {
-        cutoff_s = atomic_load(&s->coarse_before);
+    if (!p->resuming) {
+        /*
+         * The previous cutoff: the bundles of spans before it were made
+         * alone by an earlier pass (one that failed after moving the cutoff
+         * leaves its spans' bundles with their 10 s slices, unread, until
+         * retention).
+         */
+        int64_t from = atomic_load(&s->coarse_before);
+        /* Whole 100 s windows only, so a level-1 window is either all fine or all coarse. */
+        cutoff_s = (cutoff_s >= 0 ? cutoff_s / 100 : (cutoff_s - 99) / 100) * 100;
+        /* Never back: late profiles written into the compacted past are compacted too. */
+        if (cutoff_s < from) {
+            cutoff_s = from;
+        }
+        *p = (struct retention_pass){.resuming = true, .cutoff_s = cutoff_s, .from_s = from};
     }
     /*
-     * Dirty windows ending by the cutoff are rebuilt from their 10 s
-     * windows before these go, closed or not: first in flushes within the
-     * rebuild budget (store_flush.c); the flush after the cutoff moved
-     * must build whatever it finds at once (writes committed from there on
-     * merge into such 100 s windows directly: store_write.c), and now
-     * finds none.
+     * Dirty windows ending by the cutoff are rebuilt from their 10 s windows
+     * before these go, closed or not: first in flushes within the rebuild
+     * budget (store_flush.c), over as many calls as it takes; every flush
+     * after the cutoff moved builds whatever it finds there at once (writes
+     * committed from there on, between the calls of this pass too, merge
+     * into such 100 s windows directly: store_write.c), so the last finds
+     * none.
      */
-    if ((rc = fc_store_flush_before(s, cutoff_s, err)) != FC_OK) {
-        return rc;
+    if (p->step == COMPACT_FLUSH &&
+        (rc = fc_store_flush_until(s, p->cutoff_s, until, err)) == FC_OK) {
+        p->step = COMPACT_CUTOFF;
     }
-    if (cutoff_s != atomic_load(&s->coarse_before) &&
-        (rc = set_coarse_before(s, cutoff_s, err)) != FC_OK) {
-        return rc;
-    }
-    if ((rc = fc_store_flush_before(s, cutoff_s, err)) != FC_OK) {
-        return rc;
+    if (rc == FC_OK && p->step == COMPACT_CUTOFF) {
+        if (p->cutoff_s != atomic_load(&s->coarse_before)) {
+            rc = set_coarse_before(s, p->cutoff_s, err);
+        }
+        /* Its first flush builds every window ending by the cutoff; the rest can wait. */
+        rc = rc ? rc : fc_store_flush_until(s, p->cutoff_s, until, err);
+        rc = rc == FC_EAGAIN ? FC_OK : rc;
+        p->step += rc == FC_OK;
     }
     /*
      * The 100 s windows stay: the bundles of their spans are rewritten with
      * them alone (their dictionaries stay for them, until retention).
      */
-    if ((rc = fc_store_bundle_compact(s, from, cutoff_s, err)) != FC_OK) {
-        return rc;
+    if (rc == FC_OK && p->step == COMPACT_BUNDLES &&
+        (rc = fc_store_bundle_compact(s, p->from_s, p->cutoff_s, until, &p->at, err)) == FC_OK) {
+        p->step = COMPACT_WINDOWS;
     }
-    d.cutoff_s = cutoff_s;
-    d.max_level = 0;
-    return delete_keys(s, s->db[DB_NODE], node_doomed, &d, deleted, err);
+    if (rc == FC_OK) {
+        d.cutoff_s = p->cutoff_s;
+        d.max_level = 0;
+        rc = delete_keys(s, s->db[DB_NODE], node_doomed, &d, until, &p->at, deleted, err);
+    }
+    /* Done, or failed (the next call starts over: a failed stage did nothing for good). */
+    p->resuming = rc == FC_EAGAIN;
+    return rc;
 }
 
 /*
@@ -456,8 +523,9 @@ int64_t fc_store_oldest(struct fc_store *s)
 static int trim_to(struct fc_store *s, int64_t cutoff, int64_t *used, uint64_t *deleted,
                    struct fc_error *err)
 {
+    struct retention_pass whole = {0}; /* its own: a deletion by age may be under way */
     uint64_t n = 0;
-    int rc = fc_store_delete_before(s, cutoff, &n, err);
+    int rc = delete_pass(s, &whole, cutoff, 0, &n, err);
 
     *deleted += n;
     *used = fc_store_used_bytes(s);

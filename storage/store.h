@@ -132,6 +132,12 @@ int fc_store_flush(struct fc_store *s, struct fc_error *err);
  * what is built, calls it.
  */
 int fc_store_flush_before(struct fc_store *s, int64_t before_s, struct fc_error *err);
+/*
+ * The same, but past until_ns (monotonic) it stops between flushes and
+ * answers FC_EAGAIN while rebuilds still wait (retention, in slices).
+ */
+int fc_store_flush_until(struct fc_store *s, int64_t before_s, int64_t until_ns,
+                         struct fc_error *err);
 /* Nanoseconds until a flush is due (<= 0: now), or -1 when nothing was written since the last. */
 int64_t fc_store_flush_in(struct fc_store *s);
 
@@ -231,18 +237,26 @@ void fc_store_strings_free(char **v, size_t n);
  * cutoff_s, span entries of 10 s windows before it and trace entries whose
  * span's latest window is before it; coarser windows above
  * a deleted one that end after it are marked dirty (rebuilt without it by the
- * next flush). Freed pages are reused by later writes. Returns the number of
- * entries deleted.
+ * next flush). Freed pages are reused by later writes. *deleted: the
+ * windows and span entries this call deleted.
+ *
+ * With budget_ns > 0 it stops after about that long, between two of its
+ * transactions, and answers FC_EAGAIN: the next call goes on where it
+ * stopped, to the cutoff it began with (the one passed is then ignored), so
+ * that its owner can commit writes in between. One caller at a time (the
+ * writer); 0: the whole pass at once.
  */
-int fc_store_delete_before(struct fc_store *s, int64_t cutoff_s, uint64_t *deleted,
-                           struct fc_error *err);
+int fc_store_delete_before(struct fc_store *s, int64_t cutoff_s, int64_t budget_ns,
+                           uint64_t *deleted, struct fc_error *err);
 /*
  * Compaction: deletes the 10 s windows that end before cutoff_s (rounded
  * down to 100 s); queries then read that past from 100 s windows, ranges
- * rounded out to them. Remembered in the database across restarts.
+ * rounded out to them. Remembered in the database across restarts. The
+ * budget as for fc_store_delete_before: the cutoff moves at the first call
+ * of a pass, and writes between its calls go into the 100 s windows.
  */
-int fc_store_compact_before(struct fc_store *s, int64_t cutoff_s, uint64_t *deleted,
-                            struct fc_error *err);
+int fc_store_compact_before(struct fc_store *s, int64_t cutoff_s, int64_t budget_ns,
+                            uint64_t *deleted, struct fc_error *err);
 /*
  * Bundling: for each base, every 100 s span that ended by cutoff_s (rounded
  * down to 100 s) has its 10 s windows and its 100 s window compressed

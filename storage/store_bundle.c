@@ -568,21 +568,19 @@ static int seek_after(MDB_cursor *cur, MDB_val *kv, MDB_val *v, const struct key
     return mdb_cursor_get(cur, kv, v, MDB_SET_RANGE);
 }
 
-int fc_store_bundle_compact(struct fc_store *s, int64_t from_s, int64_t cutoff_s,
-                            struct fc_error *err)
+int fc_store_bundle_compact(struct fc_store *s, int64_t from_s, int64_t cutoff_s, int64_t until_ns,
+                            struct resume_key *at, struct fc_error *err)
 {
-    struct fc_buf resume;
     bool more = true;
     int rc = 0;
 
     if (from_s >= cutoff_s) {
         return FC_OK; /* every span ending by the cutoff was done by the pass that set it */
     }
-    fc_buf_init(&resume, 0);
     while (rc == 0 && more) {
         MDB_txn *txn;
         MDB_cursor *cur;
-        MDB_val kv = val(resume.data, resume.len), v;
+        MDB_val kv = val(at->b, at->n), v;
         struct bundle_cache c = {0};
         int n = 0, g;
         more = false;
@@ -593,7 +591,7 @@ int fc_store_bundle_compact(struct fc_store *s, int64_t from_s, int64_t cutoff_s
             mdb_txn_abort(txn);
             break;
         }
-        g = mdb_cursor_get(cur, &kv, &v, resume.len ? MDB_SET_RANGE : MDB_FIRST);
+        g = mdb_cursor_get(cur, &kv, &v, at->n ? MDB_SET_RANGE : MDB_FIRST);
         while (rc == 0 && g == 0) {
             char t[256];
             uint32_t b;
@@ -625,8 +623,7 @@ int fc_store_bundle_compact(struct fc_store *s, int64_t from_s, int64_t cutoff_s
                 continue;
             }
             if (n == BUNDLE_TXN_SPANS) {
-                fc_buf_reset(&resume);
-                fc_buf_append(&resume, kv.mv_data, kv.mv_size);
+                resume_at(at, &kv);
                 more = true;
                 break;
             }
@@ -645,8 +642,11 @@ int fc_store_bundle_compact(struct fc_store *s, int64_t from_s, int64_t cutoff_s
         } else {
             rc = mdb_txn_commit(txn);
         }
+        if (rc == 0 && more && fc_now_mono_ns() >= until_ns) {
+            return FC_EAGAIN; /* committed: the next call goes on from *at */
+        }
     }
-    fc_buf_release(&resume);
+    at->n = 0;
     return rc ? fc_store_lmdb_error(err, rc, "compaction") : FC_OK;
 }
 

@@ -402,7 +402,8 @@ int fc_store_flush(struct fc_store *s, struct fc_error *err)
     return flush(s, true, INT64_MIN, err);
 }
 
-int fc_store_flush_before(struct fc_store *s, int64_t before_s, struct fc_error *err)
+int fc_store_flush_until(struct fc_store *s, int64_t before_s, int64_t until_ns,
+                         struct fc_error *err)
 {
     int rc;
 
@@ -413,8 +414,13 @@ int fc_store_flush_before(struct fc_store *s, int64_t before_s, struct fc_error 
      */
     do {
         rc = flush(s, true, before_s, err);
-    } while (rc == FC_OK && atomic_load(&s->rebuilds_deferred) > 0);
-    return rc;
+    } while (rc == FC_OK && atomic_load(&s->rebuilds_deferred) > 0 && fc_now_mono_ns() < until_ns);
+    return rc == FC_OK && atomic_load(&s->rebuilds_deferred) > 0 ? FC_EAGAIN : rc;
+}
+
+int fc_store_flush_before(struct fc_store *s, int64_t before_s, struct fc_error *err)
+{
+    return fc_store_flush_until(s, before_s, INT64_MAX, err);
 }
 
 int fc_store_flush_open(struct fc_store *s, struct fc_error *err)

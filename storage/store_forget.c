@@ -458,10 +458,15 @@ int fc_store_forget_empty(struct fc_store *s, int64_t budget_ns, uint64_t *bases
 
     *bases = 0;
     *series = 0;
-    /* The rebuilds retention asked for delete a gone pod's coarse windows: first. */
-    if ((atomic_load(&s->dirty) || fc_store_open_bytes(s) > 0) &&
-        fc_store_flush_before(s, INT64_MIN, err) != FC_OK) {
-        return err->code;
+    /*
+     * The rebuilds retention asked for delete a gone pod's coarse windows:
+     * first, and all of them within this call (no write comes between).
+     */
+    if (atomic_load(&s->dirty) || fc_store_open_bytes(s) > 0) {
+        rc = fc_store_flush_until(s, INT64_MIN, until, err);
+        if (rc != FC_OK) {
+            return rc == FC_EAGAIN ? FC_EAGAIN : err->code;
+        }
     }
     while (rc == 0 && more && fc_now_mono_ns() < until) {
         struct key group[FORGET_GROUP];

@@ -151,6 +151,31 @@ struct bundle_pass {
     int64_t at;
 };
 
+/* Where a retention step stopped by its time budget goes on: the next key of its table. */
+struct resume_key {
+    uint8_t b[512]; /* LMDB's keys are at most 511 bytes */
+    size_t n;       /* 0: from the first key */
+};
+
+/* *at = the key kv (cut to 512 bytes, which sorts before it: never past it). */
+static inline void resume_at(struct resume_key *at, const MDB_val *kv)
+{
+    at->n = kv->mv_size < sizeof(at->b) ? kv->mv_size : sizeof(at->b);
+    memcpy(at->b, kv->mv_data, at->n);
+}
+
+/*
+ * fc_store_delete_before's or fc_store_compact_before's, between calls
+ * stopped by their budget (retention.c): the pass goes on to its own cutoff.
+ */
+struct retention_pass {
+    bool resuming;
+    int step;         /* the stage (a table) it stopped in */
+    int64_t cutoff_s; /* the pass's cutoff: later calls' are ignored until it ends */
+    int64_t from_s;   /* compaction: the cutoff before it (bundles of spans after it) */
+    struct resume_key at;
+};
+
 /* fc_store_forget_empty's, between calls (store_forget.c). */
 struct forget_pass {
     uint8_t next[512]; /* the `bid` key the next group starts at; next_n 0: the first */
@@ -190,6 +215,8 @@ struct fc_store {
     struct id_cache ids;               /* ids known to be in LMDB (store_ids.c) */
     bool open_started;                 /* open (its lock, its log) is set up: close stops it */
     struct forget_pass forgetting;     /* fc_store_forget_empty's (its caller's, the writer) */
+    struct retention_pass deleting;    /* fc_store_delete_before's (the writer's) */
+    struct retention_pass compacting;  /* fc_store_compact_before's (the writer's) */
 };
 
 /* "\0coarse_before" in DB_META: le64 unix s. */
@@ -804,10 +831,12 @@ void fc_store_bundle_again(struct fc_store *s, int64_t start);
  * window). Spans ending by from_s (the previous cutoff; 0 or less: none)
  * were done by an earlier pass and are skipped a base at a time: the
  * bundles of the compacted past are not read again at every pass (found by
- * review: 2.5 M lone bundles at 100 pods, about 4 s a pass).
+ * review: 2.5 M lone bundles at 100 pods, about 4 s a pass). It starts at
+ * *at (n 0: the first key) and, past until_ns (monotonic), stops between
+ * transactions with FC_EAGAIN and *at where the next call goes on.
  */
-int fc_store_bundle_compact(struct fc_store *s, int64_t from_s, int64_t cutoff_s,
-                            struct fc_error *err);
+int fc_store_bundle_compact(struct fc_store *s, int64_t from_s, int64_t cutoff_s, int64_t until_ns,
+                            struct resume_key *at, struct fc_error *err);
 /* Whether v is a bundled window's marker. */
 bool fc_store_bundled_marker(const MDB_val *v);
 /*

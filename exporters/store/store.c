@@ -261,76 +261,172 @@ static void account_write(struct store_exporter *x, int rc, const struct fc_erro
     }
 }
 
-/* Age, then size: runs on the writer thread, between commits. */
-static void retention_pass(struct store_exporter *x)
+/*
+ * How long a slice of a retention pass runs: the longest writes wait for it
+ * (plus a transaction: the steps stop between theirs). Under a steady load
+ * a slice follows a write group only once this long has passed since the
+ * last, so that writes keep at least half of the writer's time.
+ */
+#define RETENTION_SLICE_NS (50 * 1000000LL)
+/* What a pass spends at most forgetting pods and bundling; the next pass goes on. */
+#define FORGET_PASS_NS (250 * 1000000LL)
+#define BUNDLE_PASS_NS 1000000000LL
+
+static int64_t min_i64(int64_t a, int64_t b)
+{
+    return a < b ? a : b;
+}
+
+/*
+ * Forgets empty pods within what is left of the slice and of the pass's
+ * cap. FC_EAGAIN: more to do in this pass.
+ */
+static int forget_step(struct store_exporter *x, struct retention_run *r, int64_t budget_ns)
 {
     struct fc_error err = {0};
-    uint64_t deleted = 0, total = 0;
-    int64_t now_s = fc_now_ns() / 1000000000LL;
+    uint64_t pods = 0, series = 0;
+    int64_t t0 = fc_now_mono_ns();
+    int rc = fc_store_forget_empty(x->store, min_i64(budget_ns, FORGET_PASS_NS - r->forget_ns),
+                                   &pods, &series, &err);
 
-    if (x->cfg->retention > 0 &&
-        fc_store_delete_before(x->store, now_s - x->cfg->retention / 1000000000LL, &deleted,
-                               &err) == FC_OK) {
-        total += deleted;
+    r->forget_ns += fc_now_mono_ns() - t0;
+    x->forget_due = rc != FC_OK; /* stopped by its budget, or failed: again next pass */
+    if (pods > 0) {
+        fc_metric_add(x->forgotten_pods, (int64_t)pods);
+        fc_metric_add(x->forgotten_series, (int64_t)series);
+        fc_log_info(x->self->id, "retention forgot %llu pods (%llu series) left without data",
+                    (unsigned long long)pods, (unsigned long long)series);
     }
-    if (x->cfg->fine_retention > 0 &&
-        fc_store_compact_before(x->store, now_s - x->cfg->fine_retention / 1000000000LL, &deleted,
-                                &err) == FC_OK) {
-        total += deleted;
-    }
-    if (x->cfg->max_size > 0 && fc_store_trim(x->store, x->cfg->max_size / 10 * 9,
-                                              x->cfg->max_size / 10 * 8, &deleted, &err) == FC_OK) {
-        total += deleted;
-    }
-    if (total > 0) {
-        x->forget_due = true;
-    }
-    if (x->forget_due) {
-        /* At most a quarter of a second a pass (writes wait meanwhile); the next goes on. */
-        struct fc_error forget_err = {0};
-        uint64_t pods = 0, series = 0;
-        int rc = fc_store_forget_empty(x->store, 250000000LL, &pods, &series, &forget_err);
-        x->forget_due = rc != FC_OK; /* stopped by its budget, or failed: again next pass */
-        if (pods > 0) {
-            fc_metric_add(x->forgotten_pods, (int64_t)pods);
-            fc_metric_add(x->forgotten_series, (int64_t)series);
-            fc_log_info(x->self->id, "retention forgot %llu pods (%llu series) left without data",
-                        (unsigned long long)pods, (unsigned long long)series);
-        }
-        if (rc != FC_OK && rc != FC_EAGAIN) {
-            char msg[600];
-            snprintf(msg, sizeof(msg), "retention: forgetting pods: %s", forget_err.msg);
-            log_limited(x, FC_STORE_FAILURE_KINDS + 1, msg); /* its own line: retention's too */
-        }
-    }
-    if (x->cfg->bundle_after > 0 && !fc_store_full(x->store)) {
-        /*
-         * After the trim, and not on a full store: a bundling transaction
-         * writes its bundles before their windows' pages are freed, from
-         * the headroom deletes need.
-         *
-         * At most about a second a pass (writes wait meanwhile): a backlog,
-         * such as a day of windows of a store of an older format, is bundled
-         * a second a retention_interval.
-         */
-        uint64_t bundled = 0;
-        int rc = fc_store_bundle_before(x->store, now_s - x->cfg->bundle_after / 1000000000LL,
-                                        1000000000LL, &bundled, &err);
-        if ((rc == FC_OK || rc == FC_EAGAIN) && bundled > 0) {
-            fc_metric_add(x->bundled, (int64_t)bundled);
-        }
-    }
-    if (err.code != FC_OK) {
+    if (rc != FC_OK && rc != FC_EAGAIN) {
         char msg[600];
-        snprintf(msg, sizeof(msg), "retention: %s", err.msg);
+        snprintf(msg, sizeof(msg), "retention: forgetting pods: %s", err.msg);
+        log_limited(x, FC_STORE_FAILURE_KINDS + 1, msg); /* its own line: retention's too */
+    }
+    return rc == FC_EAGAIN && r->forget_ns < FORGET_PASS_NS ? FC_EAGAIN : FC_OK;
+}
+
+/*
+ * Bundles within what is left of the slice and of the pass's cap (a backlog,
+ * such as a day of windows of a store of an older format, is bundled a
+ * second a retention_interval). Not on a full store, and after the trim: a
+ * bundling transaction writes its bundles before their windows' pages are
+ * freed, from the headroom deletes need.
+ */
+static int bundle_step(struct store_exporter *x, struct retention_run *r, int64_t budget_ns)
+{
+    uint64_t bundled = 0;
+    int64_t t0 = fc_now_mono_ns();
+    int rc;
+
+    if (x->cfg->bundle_after <= 0 || fc_store_full(x->store)) {
+        return FC_OK;
+    }
+    rc = fc_store_bundle_before(x->store, r->now_s - x->cfg->bundle_after / 1000000000LL,
+                                min_i64(budget_ns, BUNDLE_PASS_NS - r->bundle_ns), &bundled,
+                                &r->err);
+    r->bundle_ns += fc_now_mono_ns() - t0;
+    if ((rc == FC_OK || rc == FC_EAGAIN) && bundled > 0) {
+        fc_metric_add(x->bundled, (int64_t)bundled);
+    }
+    return rc == FC_EAGAIN && r->bundle_ns < BUNDLE_PASS_NS ? FC_EAGAIN : FC_OK;
+}
+
+/* One step of the pass, within budget_ns: FC_EAGAIN when it is not done. */
+static int retention_step(struct store_exporter *x, struct retention_run *r, int64_t budget_ns)
+{
+    uint64_t deleted = 0;
+    int rc = FC_OK;
+
+    switch (r->step) {
+    case RETENTION_DELETE:
+        if (x->cfg->retention > 0) {
+            rc = fc_store_delete_before(x->store, r->now_s - x->cfg->retention / 1000000000LL,
+                                        budget_ns, &deleted, &r->err);
+        }
+        break;
+    case RETENTION_COMPACT:
+        if (x->cfg->fine_retention > 0) {
+            rc = fc_store_compact_before(x->store, r->now_s - x->cfg->fine_retention / 1000000000LL,
+                                         budget_ns, &deleted, &r->err);
+        }
+        break;
+    case RETENTION_TRIM:
+        /* At once when it must: the store refuses writes until it is done. */
+        if (x->cfg->max_size > 0) {
+            rc = fc_store_trim(x->store, x->cfg->max_size / 10 * 9, x->cfg->max_size / 10 * 8,
+                               &deleted, &r->err);
+        }
+        break;
+    case RETENTION_FORGET:
+        if (r->deleted > 0) {
+            x->forget_due = true;
+        }
+        rc = x->forget_due ? forget_step(x, r, budget_ns) : FC_OK;
+        break;
+    case RETENTION_BUNDLE:
+        rc = bundle_step(x, r, budget_ns);
+        break;
+    case RETENTION_DONE:
+        break;
+    }
+    r->deleted += deleted; /* what a step stopped by its budget deleted counts too */
+    return rc;
+}
+
+/*
+ * Runs the retention pass (age, compaction, size, forgetting, bundling) for
+ * about RETENTION_SLICE_NS, starting one if none is under way; on the writer
+ * thread, between write groups. True when the pass ended.
+ */
+static bool retention_slice(struct store_exporter *x)
+{
+    struct retention_run *r = &x->retention;
+    int64_t t0 = fc_now_mono_ns(), left;
+
+    if (!r->running) {
+        *r = (struct retention_run){.running = true, .now_s = fc_now_ns() / 1000000000LL};
+    }
+    while (r->step < RETENTION_DONE && (left = RETENTION_SLICE_NS - (fc_now_mono_ns() - t0)) > 0) {
+        if (retention_step(x, r, left) != FC_EAGAIN) {
+            r->step++; /* done, or failed (r->err): the pass goes on with the next */
+        }
+    }
+    r->slice_end_ns = fc_now_mono_ns();
+    if (r->step < RETENTION_DONE) {
+        return false;
+    }
+    if (r->err.code != FC_OK) {
+        char msg[600];
+        snprintf(msg, sizeof(msg), "retention: %s", r->err.msg);
         log_limited(x, FC_STORE_FAILURE_KINDS, msg);
     }
-    if (total > 0) {
-        fc_metric_add(x->retention_deleted, (int64_t)total);
-        fc_log_info(x->self->id, "retention deleted %llu windows", (unsigned long long)total);
+    if (r->deleted > 0) {
+        fc_metric_add(x->retention_deleted, (int64_t)r->deleted);
+        fc_log_info(x->self->id, "retention deleted %llu windows", (unsigned long long)r->deleted);
     }
     fc_metric_set(x->disk_bytes, fc_store_disk_bytes(x->store));
     fc_metric_set(x->used_bytes, fc_store_used_bytes(x->store));
+    r->running = false;
+    return true;
+}
+
+/* A slice of retention is due: a pass under way, or the next one's time. */
+static bool retention_due(struct store_exporter *x, int64_t now_ns)
+{
+    return x->deadline_ns == 0 && (x->retention.running || now_ns >= x->next_retention_ns);
+}
+
+/* A retention slice (under x->lock, released meanwhile); a pass that ended schedules the next. */
+static void run_retention_slice(struct store_exporter *x)
+{
+    bool ended;
+
+    pthread_mutex_unlock(&x->lock);
+    ended = retention_slice(x);
+    pthread_mutex_lock(&x->lock);
+    if (ended) {
+        x->next_retention_ns = fc_now_mono_ns() + x->cfg->retention_interval;
+    }
 }
 
 /*
@@ -375,7 +471,7 @@ static void *writer_main(void *arg)
         int64_t t0;
         while (x->head == NULL && !x->stopping) {
             struct timespec until;
-            int64_t due = x->next_retention_ns - fc_now_mono_ns();
+            int64_t due = x->retention.running ? 0 : x->next_retention_ns - fc_now_mono_ns();
             int64_t flush = fc_store_flush_in(x->store);
             if (x->deadline_ns == 0 && flush == 0) {
                 /* Idle: the open windows are written, the dirty coarse ones rebuilt. */
@@ -389,10 +485,7 @@ static void *writer_main(void *arg)
             if (x->deadline_ns > 0) {
                 due = 1000000000LL; /* shutting down: no retention any more */
             } else if (due <= 0) {
-                pthread_mutex_unlock(&x->lock);
-                retention_pass(x);
-                pthread_mutex_lock(&x->lock);
-                x->next_retention_ns = fc_now_mono_ns() + x->cfg->retention_interval;
+                run_retention_slice(x); /* idle: slice after slice, until a write comes */
                 continue;
             }
             if (flush > 0 && flush < due) {
@@ -417,12 +510,13 @@ static void *writer_main(void *arg)
         if (x->head == NULL) {
             continue;
         }
-        if (fc_now_mono_ns() >= x->next_retention_ns && x->deadline_ns == 0) {
-            /* Due under a steady load too: a full store must free space to accept again. */
-            pthread_mutex_unlock(&x->lock);
-            retention_pass(x);
-            pthread_mutex_lock(&x->lock);
-            x->next_retention_ns = fc_now_mono_ns() + x->cfg->retention_interval;
+        if (retention_due(x, fc_now_mono_ns()) &&
+            fc_now_mono_ns() - x->retention.slice_end_ns >= RETENTION_SLICE_NS) {
+            /*
+             * Due under a steady load too (a full store must free space to
+             * accept again), a slice at a time between groups.
+             */
+            run_retention_slice(x);
         }
         /* Everything queued now goes into one transaction (group commit). */
         while (x->head != NULL && n < 256) {

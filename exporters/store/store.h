@@ -39,6 +39,31 @@ struct store_config {
     } query;
 };
 
+/* The steps of a retention pass, in order (exporters/store/store.c). */
+enum retention_step {
+    RETENTION_DELETE,  /* by age: retention */
+    RETENTION_COMPACT, /* fine_retention */
+    RETENTION_TRIM,    /* by size: max_size */
+    RETENTION_FORGET,  /* pods left without data */
+    RETENTION_BUNDLE,  /* bundle_after */
+    RETENTION_DONE
+};
+
+/*
+ * A retention pass under way. It runs on the writer thread in slices of
+ * about RETENTION_SLICE_NS, between write groups, so that writes wait for
+ * a slice at most rather than for the whole pass.
+ */
+struct retention_run {
+    bool running;
+    enum retention_step step;
+    int64_t now_s;                /* the clock at the pass's start: its cutoffs */
+    int64_t forget_ns, bundle_ns; /* spent this pass, against their caps */
+    uint64_t deleted;             /* windows, all steps */
+    int64_t slice_end_ns;         /* CLOCK_MONOTONIC: when the last slice ended */
+    struct fc_error err;          /* the pass's last error (logged at its end) */
+};
+
 /* A batch waiting for the writer; the exporting thread waits on `done`. */
 struct pending {
     struct fc_batch *batch;
@@ -80,6 +105,7 @@ struct store_exporter {
     _Atomic int64_t *refused[FC_STORE_FAILURE_KINDS]; /* writes refused, by cause */
     uint64_t refused_seen[FC_STORE_FAILURE_KINDS];    /* the store's counts already added */
     int64_t next_retention_ns;                        /* CLOCK_MONOTONIC */
+    struct retention_run retention;                   /* the writer's */
     /* Writer-thread log lines under a lasting failure: one per kind per minute. */
     struct fc_log_limit log_limits[FC_STORE_FAILURE_KINDS + 2]; /* then retention, forget */
 };

@@ -164,7 +164,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         write_and_check(s, b, p, tenant, 1);
         write_and_check(s, b, p, tenant, 2); /* merged into the stored windows */
         /* Keep the database small over a long run. */
-        if (fc_store_delete_before(s, TIME_S + 100000000LL, &deleted, &err) != FC_OK) {
+        if (fc_store_delete_before(s, TIME_S + 100000000LL, 0, &deleted, &err) != FC_OK) {
             fprintf(stderr, "retention: %s\n", err.msg);
             abort();
         }

@@ -1406,7 +1406,7 @@ static void test_retention_deletes_old_windows_and_frees_pages(void **state)
     assert_int_equal(fc_store_flush(s2, &err), FC_OK); /* the open windows take pages too */
     used_before = fc_store_used_bytes(s2);
     /* Everything ending 35 days after BASE goes; the later 20 profiles stay. */
-    assert_int_equal(fc_store_delete_before(s2, BASE + 35 * 86400, &deleted, &err), FC_OK);
+    assert_int_equal(fc_store_delete_before(s2, BASE + 35 * 86400, 0, &deleted, &err), FC_OK);
     assert_true(deleted > 0);
     used_after = fc_store_used_bytes(s2);
     assert_true(used_after < used_before);
@@ -1699,7 +1699,7 @@ static void test_forget_keeps_an_aggregate_key_that_shares_a_pods_prefix(void **
     q.selector = &whole;
     before = range_total(s2, &q, later, later + 3600);
     assert_int_equal(before, 2 * one);
-    assert_int_equal(fc_store_delete_before(s2, BASE + 35 * 86400, &deleted, &err), FC_OK);
+    assert_int_equal(fc_store_delete_before(s2, BASE + 35 * 86400, 0, &deleted, &err), FC_OK);
     assert_int_equal(fc_store_forget_empty(s2, 0, &pods, &series, &err), FC_OK);
     assert_int_equal(pods, 9); /* old's pods but its first */
     after = range_total(s2, &q, later, later + 3600);
@@ -1770,7 +1770,7 @@ static void test_retention_forgets_pods_left_without_data(void **state)
         assert_int_equal(fc_profile_set_label(b, &b->profiles[0], "gone", "x"), FC_OK);
         write_batch(s2, b);
     }
-    assert_int_equal(fc_store_delete_before(s2, BASE + 35 * 86400, &deleted, &err), FC_OK);
+    assert_int_equal(fc_store_delete_before(s2, BASE + 35 * 86400, 0, &deleted, &err), FC_OK);
     assert_true(deleted > 0);
     assert_int_equal(fc_store_forget_empty(s2, 0, &pods, &series, &err), FC_OK);
     assert_int_equal(pods, 4);
@@ -2568,7 +2568,7 @@ static void test_format_17_series_mixed_with_buckets_then_forgotten(void **state
     free_listed(v, n);
     assert_int_equal(n, 4 * per_pod);
     assert_int_equal(pods_matching(s2, "p.*", BASE, later + 3600), 4 * GO_CPU_TOTAL);
-    assert_int_equal(fc_store_delete_before(s2, BASE + 35 * 86400, &deleted, &err), FC_OK);
+    assert_int_equal(fc_store_delete_before(s2, BASE + 35 * 86400, 0, &deleted, &err), FC_OK);
     assert_int_equal(fc_store_forget_empty(s2, 0, &pods, &series, &err), FC_OK);
     assert_int_equal(pods, 2);
     assert_int_equal(series, 2 * per_pod);
@@ -2647,7 +2647,7 @@ static void test_forgotten_own_parts_deleted_with_their_last_series(void **state
         fc_store_close(s2);
         assert_true(entries_of(sub, "symid") >= symid0 + 20);
         s2 = open_sub("ownsym");
-        assert_int_equal(fc_store_delete_before(s2, BASE + 35 * 86400, &deleted, &err), FC_OK);
+        assert_int_equal(fc_store_delete_before(s2, BASE + 35 * 86400, 0, &deleted, &err), FC_OK);
         assert_int_equal(fc_store_forget_empty(s2, 0, &pods, &series, &err), FC_OK);
         assert_int_equal(pods, 20);
         assert_int_equal(pods_matching(s2, "p0", later, later + 10), GO_CPU_TOTAL);
@@ -2767,7 +2767,7 @@ static void test_retention_deletes_old_trace_entries(void **state)
 
     s2 = open_sub("traces");
     assert_int_equal(trace_total(s2, 0x38, BASE, later + 3600), 2 * GO_CPU_TOTAL);
-    assert_int_equal(fc_store_delete_before(s2, cutoff, &deleted, &err), FC_OK);
+    assert_int_equal(fc_store_delete_before(s2, cutoff, 0, &deleted, &err), FC_OK);
     assert_int_equal(trace_total(s2, 0x37, BASE, later + 3600), GO_CPU_TOTAL);
     assert_int_equal(trace_total(s2, 0x38, BASE, later + 3600), GO_CPU_TOTAL);
     assert_int_equal(trace_total(s2, 0x3b, BASE, later + 3600), GO_CPU_TOTAL);
@@ -3706,7 +3706,7 @@ static void test_compaction_rounds_old_ranges_out_to_100s(void **state)
     used_before = fc_store_used_bytes(s2);
 
     /* The cutoff rounds down to 100 s: the 10 s windows of [BASE, BASE + 400) go. */
-    assert_int_equal(fc_store_compact_before(s2, BASE + 455, &deleted, &err), FC_OK);
+    assert_int_equal(fc_store_compact_before(s2, BASE + 455, 0, &deleted, &err), FC_OK);
     assert_int_equal(deleted, 40);
     assert_true(fc_store_used_bytes(s2) <= used_before);
     for (int reopen = 0; reopen < 2; reopen++) {
@@ -4604,7 +4604,7 @@ static void test_single_child_windows_link(void **state)
 
     s2 = open_unflushed("links");
     /* Windows ending by BASE + 500 go: the first profile's 10 s and 100 s windows. */
-    assert_int_equal(fc_store_delete_before(s2, BASE + 500, &deleted, &err), FC_OK);
+    assert_int_equal(fc_store_delete_before(s2, BASE + 500, 0, &deleted, &err), FC_OK);
     assert_int_equal(deleted, 2);
     for (int pass = 0; pass < 3; pass++) {
         assert_int_equal(range_total(s2, &q, BASE, BASE + 1000), 0);
@@ -4620,7 +4620,7 @@ static void test_single_child_windows_link(void **state)
         }
     }
     /* Compaction deletes the 10 s window under the second profile's 100 s window: a copy. */
-    assert_int_equal(fc_store_compact_before(s2, BASE + 1100, &deleted, &err), FC_OK);
+    assert_int_equal(fc_store_compact_before(s2, BASE + 1100, 0, &deleted, &err), FC_OK);
     assert_int_equal(deleted, 1);
     assert_int_equal(range_total(s2, &q, BASE + 1000, BASE + 1100), GO_CPU_TOTAL);
     assert_int_equal(range_total(s2, &q, BASE - 10000000, BASE + 10000000), GO_CPU_TOTAL);
@@ -4831,7 +4831,7 @@ static void test_coarse_windows_built_once_closed(void **state)
     assert_int_equal(range_total(s2, &q, BASE, BASE + 100), 4 * GO_CPU_TOTAL); /* open */
     assert_int_equal(fc_store_flush(s2, &err), FC_OK);
     assert_int_equal(range_total(s2, &q, BASE, BASE + 100), 4 * GO_CPU_TOTAL);
-    assert_int_equal(fc_store_compact_before(s2, BASE + 100, &deleted, &err), FC_OK);
+    assert_int_equal(fc_store_compact_before(s2, BASE + 100, 0, &deleted, &err), FC_OK);
     assert_int_equal(range_total(s2, &q, BASE, BASE + 100), 4 * GO_CPU_TOTAL);
     assert_int_equal(timeline_bucket(s2, &q, 100, 0), 4 * GO_CPU_TOTAL);
     fc_store_close(s2);
@@ -4843,7 +4843,7 @@ static void test_coarse_windows_built_once_closed(void **state)
     assert_int_equal(fc_store_write(s2, &b, 1, &err), FC_OK);
     fc_batch_unref(b);
     assert_int_equal(fc_store_flush(s2, &err), FC_OK);
-    assert_int_equal(fc_store_compact_before(s2, BASE + 1000, &deleted, &err), FC_OK);
+    assert_int_equal(fc_store_compact_before(s2, BASE + 1000, 0, &deleted, &err), FC_OK);
     assert_int_equal(deleted, 1);
     assert_int_equal(range_total(s2, &q, BASE, BASE + 100), GO_CPU_TOTAL);
     assert_int_equal(timeline_bucket(s2, &q, 100, 0), GO_CPU_TOTAL);
@@ -4915,7 +4915,7 @@ static void test_two_child_windows_are_sums(void **state)
 
     s2 = open_unflushed("sums");
     /* Windows ending by BASE + 300 go: the first two profiles' 10 s and 100 s windows. */
-    assert_int_equal(fc_store_delete_before(s2, BASE + 300, &deleted, &err), FC_OK);
+    assert_int_equal(fc_store_delete_before(s2, BASE + 300, 0, &deleted, &err), FC_OK);
     assert_int_equal(deleted, 4);
     for (int pass = 0; pass < 3; pass++) {
         assert_int_equal(range_total(s2, &q, BASE, BASE + 1000), GO_CPU_TOTAL);
@@ -5094,7 +5094,7 @@ static void test_rebuilds_past_their_budget_wait(void **state)
              * all in the flush after its cutoff moved (more than 11 pages).
              */
             uint64_t deleted;
-            assert_int_equal(fc_store_compact_before(s2, BASE + 100000, &deleted, &err), FC_OK);
+            assert_int_equal(fc_store_compact_before(s2, BASE + 100000, 0, &deleted, &err), FC_OK);
             assert_int_equal(fc_store_rebuilds_deferred(s2), 0);
             assert_true(fc_store_rebuild_peak_bytes(s2) > 4096);
             assert_true(fc_store_rebuild_peak_bytes(s2) < 8 * 4096);
@@ -5237,12 +5237,12 @@ static void test_coarse_windows_against_a_model(void **state)
             } else if (what == 13) {
                 uint64_t deleted;
                 del_cut += (int64_t)(model_next() % 200000) / 100 * 100;
-                assert_int_equal(fc_store_delete_before(s2, del_cut, &deleted, &err), FC_OK);
+                assert_int_equal(fc_store_delete_before(s2, del_cut, 0, &deleted, &err), FC_OK);
             } else if (what == 14) {
                 uint64_t deleted;
                 int64_t c = comp_cut + (int64_t)(model_next() % 400000) / 100 * 100;
                 comp_cut = c;
-                assert_int_equal(fc_store_compact_before(s2, c, &deleted, &err), FC_OK);
+                assert_int_equal(fc_store_compact_before(s2, c, 0, &deleted, &err), FC_OK);
             } else if (what == 15) {
                 uint64_t bundled;
                 assert_int_equal(fc_store_bundle_before(s2, BASE + 4000000, 0, &bundled, &err),

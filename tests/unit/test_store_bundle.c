@@ -428,7 +428,7 @@ static void test_retention_and_compaction_delete_bundles(void **state)
      * The first four windows go; the rest of their span is read from its
      * bundle (the store stays open: the watermark is not reset by a reopen).
      */
-    assert_int_equal(fc_store_delete_before(s, BASE + 40, &n, &err), FC_OK);
+    assert_int_equal(fc_store_delete_before(s, BASE + 40, 0, &n, &err), FC_OK);
     assert_int_equal(total(s, CPU "{pod=\"p0\"}", BASE + 40, BASE + 100),
                      want_p0(BASE + 40, BASE + 100));
     assert_int_equal(total(s, CPU "{pod=\"p0\"}", BASE, BASE + 100),
@@ -451,7 +451,7 @@ static void test_retention_and_compaction_delete_bundles(void **state)
     assert_int_equal(entries_in("retention", "bundle"), 12 * 2);
     /* The span's end: its bundles go with its last windows. */
     s = fc_test_store_open(dir, "retention");
-    assert_int_equal(fc_store_delete_before(s, BASE + 100, &n, &err), FC_OK);
+    assert_int_equal(fc_store_delete_before(s, BASE + 100, 0, &n, &err), FC_OK);
     assert_int_equal(total(s, CPU "{pod=~\"p.\"}", BASE, BASE + 1200),
                      want_p0(BASE + 100, BASE + 1200) + want_p1(BASE + 100, BASE + 1200));
     fc_store_close(s);
@@ -461,7 +461,7 @@ static void test_retention_and_compaction_delete_bundles(void **state)
      * bundles, alone, and answers from them.
      */
     s = fc_test_store_open(dir, "retention");
-    assert_int_equal(fc_store_compact_before(s, BASE + 650, &n, &err), FC_OK);
+    assert_int_equal(fc_store_compact_before(s, BASE + 650, 0, &n, &err), FC_OK);
     assert_int_equal(total(s, CPU "{pod=\"p0\"}", BASE + 600, BASE + 1130),
                      want_p0(BASE + 600, BASE + 1130));
     assert_int_equal(total(s, CPU "{pod=\"p0\"}", BASE + 100, BASE + 600),
@@ -473,19 +473,121 @@ static void test_retention_and_compaction_delete_bundles(void **state)
     assert_int_equal(lone_parents_in("retention"), 5 * 2);
     /* Again: nothing changes. Then retention takes them with their spans. */
     s = fc_test_store_open(dir, "retention");
-    assert_int_equal(fc_store_compact_before(s, BASE + 650, &n, &err), FC_OK);
+    assert_int_equal(fc_store_compact_before(s, BASE + 650, 0, &n, &err), FC_OK);
     assert_int_equal(total(s, CPU "{pod=~\"p.\"}", BASE + 100, BASE + 600),
                      want_p0(BASE + 100, BASE + 600) + want_p1(BASE + 100, BASE + 600));
     fc_store_close(s);
     assert_int_equal(lone_parents_in("retention"), 5 * 2);
     s = fc_test_store_open(dir, "retention");
-    assert_int_equal(fc_store_delete_before(s, BASE + 600, &n, &err), FC_OK);
+    assert_int_equal(fc_store_delete_before(s, BASE + 600, 0, &n, &err), FC_OK);
     assert_int_equal(total(s, CPU "{pod=\"p0\"}", BASE, BASE + 1130),
                      want_p0(BASE + 600, BASE + 1130));
     assert_int_equal(fc_store_corrupt_windows(s), 0);
     fc_store_close(s);
     assert_int_equal(entries_in("retention", "bundle"), 6 * 2);
     assert_int_equal(lone_parents_in("retention"), 0);
+}
+
+/*
+ * Deletion by age and compaction with a budget (1 ns: a call stops after
+ * at most CLOCK_EVERY keys), writes committed between their calls, as the
+ * exporter's writer does between slices, and a later call's cutoff
+ * ignored until the pass ends. Answers: by hand; tables: as a twin store
+ * given the same writes and each pass at once has them.
+ */
+static int sliced(int (*pass)(struct fc_store *, int64_t, int64_t, uint64_t *, struct fc_error *),
+                  struct fc_store *s, int64_t cutoff, int64_t later_cutoff, int64_t late_s,
+                  int64_t *written_at, uint64_t *deleted)
+{
+    struct fc_error err = {0};
+    int calls = 0, rc;
+    uint64_t n = 0;
+
+    *deleted = 0;
+    do {
+        rc = pass(s, calls == 0 ? cutoff : later_cutoff, 1, &n, &err);
+        assert_true(rc == FC_OK || rc == FC_EAGAIN);
+        *deleted += n;
+        if (rc == FC_EAGAIN) {
+            /* A new profile, and one into the past the pass is taking (kept or not). */
+            write1(s, profile("p0", *written_at, "work", 7));
+            *written_at += 10;
+            write1(s, profile("p1", late_s, "late", 11));
+        }
+        calls++;
+        assert_true(calls < 10000);
+    } while (rc == FC_EAGAIN);
+    return calls;
+}
+
+/* What sliced wrote between calls, written into the twin after its pass: count of each. */
+static void twin_writes(struct fc_store *s, int count, int64_t *written_at, int64_t late_s)
+{
+    for (int i = 0; i < count; i++) {
+        write1(s, profile("p0", *written_at, "work", 7));
+        *written_at += 10;
+        write1(s, profile("p1", late_s, "late", 11));
+    }
+}
+
+static void test_retention_in_slices_with_writes_between(void **state)
+{
+    struct fc_store *s = written("slices"), *twin = written("slices-twin");
+    struct fc_error err = {0};
+    int64_t at = BASE + 1200 + 3, twin_at = at; /* after every window written */
+    uint64_t n = 0, deleted = 0, twin_deleted = 0;
+    int calls, extra;
+
+    (void)state;
+    assert_int_equal(fc_store_bundle_before(s, BASE + 1200, 0, &n, &err), FC_OK);
+    assert_int_equal(fc_store_bundle_before(twin, BASE + 1200, 0, &n, &err), FC_OK);
+    /*
+     * Compaction up to 650 (whole 100 s windows: 600, and not the 1100 of
+     * the calls after the first); the late profiles, at 203, are compacted
+     * with the rest.
+     */
+    calls = sliced(fc_store_compact_before, s, BASE + 650, BASE + 1100, BASE + 203, &at, &deleted);
+    assert_true(calls > 3);
+    assert_int_equal(fc_store_coarse_before(s), BASE + 600);
+    assert_int_equal(fc_store_compact_before(twin, BASE + 650, 0, &twin_deleted, &err), FC_OK);
+    assert_int_equal(deleted, twin_deleted);
+    twin_writes(twin, calls - 1, &twin_at, BASE + 203);
+    extra = calls - 1;
+    assert_int_equal(total(s, CPU "{pod=\"p0\"}", BASE, at),
+                     want_p0(BASE, BASE + 1200) + 7 * extra);
+    assert_int_equal(total(s, CPU "{pod=\"p1\"}", BASE, BASE + 600),
+                     want_p1(BASE, BASE + 600) + 11 * extra);
+    assert_int_equal(total(s, CPU "{pod=\"p1\"}", BASE + 600, BASE + 1200),
+                     want_p1(BASE + 600, BASE + 1200));
+    /*
+     * Deletion by age up to 600, not 1100. The late profiles at 203 written
+     * between its calls may outlive it (a write after a pass does): a
+     * second pass, at once, takes them, in both stores.
+     */
+    calls = sliced(fc_store_delete_before, s, BASE + 600, BASE + 1100, BASE + 203, &at, &deleted);
+    assert_true(calls >= 3); /* about 200 keys left: stopped twice at least */
+    assert_int_equal(fc_store_delete_before(twin, BASE + 600, 0, &twin_deleted, &err), FC_OK);
+    twin_writes(twin, calls - 1, &twin_at, BASE + 203);
+    extra += calls - 1;
+    assert_int_equal(fc_store_delete_before(s, BASE + 600, 0, &n, &err), FC_OK);
+    assert_int_equal(fc_store_delete_before(twin, BASE + 600, 0, &n, &err), FC_OK);
+    assert_int_equal(total(s, CPU "{pod=~\"p.\"}", BASE - 1000, BASE + 600), 0);
+    assert_int_equal(total(s, CPU "{pod=\"p0\"}", BASE + 600, at),
+                     want_p0(BASE + 600, BASE + 1200) + 7 * extra);
+    assert_int_equal(total(s, CPU "{pod=\"p1\"}", BASE + 600, at),
+                     want_p1(BASE + 600, BASE + 1200));
+    assert_int_equal(total(twin, CPU "{pod=~\"p.\"}", BASE - 1000, twin_at),
+                     total(s, CPU "{pod=~\"p.\"}", BASE - 1000, at));
+    assert_int_equal(fc_store_corrupt_windows(s), 0);
+    flush_all(s);
+    flush_all(twin);
+    fc_store_close(s);
+    fc_store_close(twin);
+    assert_int_equal(at, twin_at);
+    assert_int_equal(lone_parents_in("slices"), lone_parents_in("slices-twin"));
+    assert_int_equal(entries_in("slices", "bundle"), entries_in("slices-twin", "bundle"));
+    assert_int_equal(entries_in("slices", "dict"), entries_in("slices-twin", "dict"));
+    assert_int_equal(entries_in("slices", "node"), entries_in("slices-twin", "node"));
 }
 
 /* Copies the first bundle of the store at name to its base's key with span -100. */
@@ -540,7 +642,7 @@ static void test_compaction_in_steps(void **state)
     flush_all(s);
     assert_int_equal(fc_store_bundle_before(s, BASE + 30000, 0, &n, &err), FC_OK);
     assert_int_equal(n, 300 * 3 + 3); /* and the three 10^4 s windows packed */
-    assert_int_equal(fc_store_compact_before(s, BASE + 15000, &n, &err), FC_OK);
+    assert_int_equal(fc_store_compact_before(s, BASE + 15000, 0, &n, &err), FC_OK);
     assert_int_equal(total(s, CPU "{pod=\"q\"}", BASE, BASE + 30000), want_all);
     assert_int_equal(total(s, CPU "{pod=\"q\"}", BASE, BASE + 15000), want_first);
     assert_int_equal(total(s, CPU "{pod=\"q\"}", BASE + 14900, BASE + 15000), 4 * 149 + 3);
@@ -554,7 +656,7 @@ static void test_compaction_in_steps(void **state)
      * sought back to the previous cutoff forever).
      */
     alarm(60);
-    assert_int_equal(fc_store_compact_before(s, BASE + 30000, &n, &err), FC_OK);
+    assert_int_equal(fc_store_compact_before(s, BASE + 30000, 0, &n, &err), FC_OK);
     alarm(0);
     assert_int_equal(total(s, CPU "{pod=\"q\"}", BASE, BASE + 30000), want_all);
     assert_int_equal(total(s, CPU "{pod=\"q\"}", BASE + 29900, BASE + 30000), 4 * 299 + 3);
@@ -607,7 +709,7 @@ static void test_compaction_drops_a_bundle_without_its_100s_window(void **state)
     s = fc_test_store_open(dir, "noparent");
     assert_int_equal(fc_store_bundle_before(s, BASE + 200, 0, &n, &err), FC_OK);
     assert_int_equal(n, 2 * 17 - 1); /* one 100 s window left out */
-    assert_int_equal(fc_store_compact_before(s, BASE + 200, &n, &err), FC_OK);
+    assert_int_equal(fc_store_compact_before(s, BASE + 200, 0, &n, &err), FC_OK);
     assert_int_equal(total(s, CPU "{pod=~\"p.\"}", BASE, BASE + 200),
                      want_p0(BASE, BASE + 200) + want_p1(BASE, BASE + 200));
     assert_int_equal(fc_store_corrupt_windows(s), 0);
@@ -953,7 +1055,7 @@ static void test_bundles_shrink_a_pod(void **state)
      * (their trees' selfs divided by the sampling period, format 12) answer
      * every 100 s range as before.
      */
-    assert_int_equal(fc_store_compact_before(s, BASE + 3600, &n, &err), FC_OK);
+    assert_int_equal(fc_store_compact_before(s, BASE + 3600, 0, &n, &err), FC_OK);
     for (int r = 0; r < 4; r++) {
         assert_int_equal(
             total(s, CPU "{service_name=\"shrink\"}", BASE + 100 * r, BASE + 3600 - 100 * r),
@@ -1176,7 +1278,7 @@ static void test_bundle_with_another_dictionary(void **state)
     assert_true(fc_store_corrupt_windows(s) > 0);
     assert_int_equal(total(s, CPU "{service_name=\"mail\"}", BASE, BASE + 100), 16);
     assert_int_equal(total(s, SHOP ",pod=\"a\"}", DAY_END, DAY_END + 100), 110);
-    assert_int_equal(fc_store_compact_before(s, BASE + 200, &n, &err), FC_OK);
+    assert_int_equal(fc_store_compact_before(s, BASE + 200, 0, &n, &err), FC_OK);
     assert_int_equal(total(s, SHOP ",pod=\"a\"}", BASE, BASE + 200), 0);
     assert_int_equal(total(s, CPU "{service_name=\"mail\"}", BASE, BASE + 100), 16);
     /* The 1000 s window above them is a sum of those two spans (format 16): read through them. */
@@ -1393,7 +1495,7 @@ static void test_compaction_stores_whole_what_it_cannot_bundle(void **state)
     assert_int_equal(mdb_txn_commit(txn), 0);
     mdb_env_close(env);
     s = fc_test_store_open(dir, "whole13");
-    assert_int_equal(fc_store_compact_before(s, BASE + 200, &n, &err), FC_OK);
+    assert_int_equal(fc_store_compact_before(s, BASE + 200, 0, &n, &err), FC_OK);
     assert_int_equal(total(s, SHOP ",pod=\"a\"}", BASE, BASE + 100), 100 + 200);
     assert_int_equal(total(s, SHOP ",pod=\"a\"}", BASE + 100, BASE + 200), 300 + 400);
     assert_int_equal(total(s, SHOP ",pod=\"b\"}", BASE, BASE + 100), 1000 + 2000 + 500);
@@ -1421,7 +1523,7 @@ static void test_dictionaries_go_with_their_day(void **state)
 
     (void)state;
     /* Day 0's first span goes; its second is still bundled with the day's dictionary. */
-    assert_int_equal(fc_store_delete_before(s, BASE + 100, &n, &err), FC_OK);
+    assert_int_equal(fc_store_delete_before(s, BASE + 100, 0, &n, &err), FC_OK);
     assert_int_equal(total(s, SHOP ",pod=\"a\"}", BASE + 100, BASE + 200), 300 + 400);
     assert_int_equal(total(s, SHOP ",pod=\"b\"}", BASE + 110, BASE + 120), 4000);
     fc_store_close(s);
@@ -1430,7 +1532,7 @@ static void test_dictionaries_go_with_their_day(void **state)
     assert_int_equal(total(s, SHOP ",pod=\"a\"}", BASE + 100, BASE + 110), 300);
     assert_int_equal(fc_store_corrupt_windows(s), 0);
     /* Day 0 ends: its dictionaries go; day 1's stays and answers. */
-    assert_int_equal(fc_store_delete_before(s, DAY_END, &n, &err), FC_OK);
+    assert_int_equal(fc_store_delete_before(s, DAY_END, 0, &n, &err), FC_OK);
     fc_store_close(s);
     assert_int_equal(entries_in("dictret", "dict"), 1);
     assert_true(has_dict("dictret", "shop", BASE / DAY + 1));
@@ -1440,7 +1542,7 @@ static void test_dictionaries_go_with_their_day(void **state)
      * Compaction past day 1's end: the 100 s window stays in its bundle,
      * alone, with the day's dictionary, and answers.
      */
-    assert_int_equal(fc_store_compact_before(s, DAY_END + DAY, &n, &err), FC_OK);
+    assert_int_equal(fc_store_compact_before(s, DAY_END + DAY, 0, &n, &err), FC_OK);
     assert_int_equal(total(s, SHOP ",pod=\"a\"}", DAY_END, DAY_END + 100), 50 + 60);
     assert_int_equal(fc_store_corrupt_windows(s), 0);
     fc_store_close(s);
@@ -1450,7 +1552,7 @@ static void test_dictionaries_go_with_their_day(void **state)
     s = fc_test_store_open(dir, "dictret");
     assert_int_equal(total(s, SHOP ",pod=\"a\"}", DAY_END, DAY_END + 100), 50 + 60);
     /* Retention past day 1's end: both go. */
-    assert_int_equal(fc_store_delete_before(s, DAY_END + DAY, &n, &err), FC_OK);
+    assert_int_equal(fc_store_delete_before(s, DAY_END + DAY, 0, &n, &err), FC_OK);
     assert_int_equal(total(s, SHOP ",pod=\"a\"}", DAY_END, DAY_END + 100), 0);
     assert_int_equal(fc_store_corrupt_windows(s), 0);
     fc_store_close(s);
@@ -1749,7 +1851,7 @@ static void test_dictionary_samples_other_pods(void **state)
     write_corpus(s, "go-1s-allocs.pb.gz", "shop", "d", DAY_END + 1);
     flush_all(s);
     /* x's windows go (those ending by the cutoff; the coarse ones emptied at the flush). */
-    assert_int_equal(fc_store_delete_before(s, BASE - DAY, &n, &err), FC_OK);
+    assert_int_equal(fc_store_delete_before(s, BASE - DAY, 0, &n, &err), FC_OK);
     flush_all(s);
     before[0] = total(s, CPU "{pod=\"a\"}", BASE, BASE + 100);
     before[1] = total(s, CPU "{pod=\"b\"}", BASE + 200, BASE + 300);
@@ -1944,7 +2046,7 @@ static void test_closed_10000s_windows_packed(void **state)
     s = fc_test_store_open(dir, "packs");
     assert_int_equal(fc_store_bundle_before(s, BASE + 30000, 0, &n, &err), FC_OK);
     assert_k(s, BASE + 15003, 1000);
-    assert_int_equal(fc_store_compact_before(s, BASE + 200000, &n, &err), FC_OK);
+    assert_int_equal(fc_store_compact_before(s, BASE + 200000, 0, &n, &err), FC_OK);
     assert_k(s, BASE + 15003, 1000);
     assert_int_equal(fc_store_corrupt_windows(s), 0);
     fc_store_close(s);
@@ -2010,7 +2112,7 @@ static void test_closed_10000s_windows_packed(void **state)
     swap_windows("packs", k, 3, BASE + 10000, BASE + 20000);
 
     s = fc_test_store_open(dir, "packs");
-    assert_int_equal(fc_store_delete_before(s, BASE + 20000, &n, &err), FC_OK);
+    assert_int_equal(fc_store_delete_before(s, BASE + 20000, 0, &n, &err), FC_OK);
     assert_int_equal(total(s, CPU "{pod=\"k\"}", BASE + 20000, BASE + 30000),
                      want_k(BASE + 20000, BASE + 30000, 0, 0) + 500);
     assert_int_equal(total(s, CPU "{pod=\"k\"}", BASE, BASE + 100000),
@@ -2018,7 +2120,7 @@ static void test_closed_10000s_windows_packed(void **state)
     fc_store_close(s);
     assert_true(has_bundle("packs", k, BASE + 1));
     s = fc_test_store_open(dir, "packs");
-    assert_int_equal(fc_store_delete_before(s, BASE + 100000, &n, &err), FC_OK);
+    assert_int_equal(fc_store_delete_before(s, BASE + 100000, 0, &n, &err), FC_OK);
     assert_int_equal(total(s, CPU "{pod=\"k\"}", BASE, BASE + 1000000), 0);
     assert_int_equal(fc_store_corrupt_windows(s), 0);
     fc_store_close(s);
@@ -2046,6 +2148,7 @@ int main(void)
         cmocka_unit_test(test_link_to_a_bundled_window),
         cmocka_unit_test(test_pass_in_steps),
         cmocka_unit_test(test_retention_and_compaction_delete_bundles),
+        cmocka_unit_test(test_retention_in_slices_with_writes_between),
         cmocka_unit_test(test_compaction_drops_a_bundle_without_its_100s_window),
         cmocka_unit_test(test_compaction_in_steps),
         cmocka_unit_test(test_damaged_bundle_is_skipped),

@@ -305,7 +305,7 @@ static void test_whole_service_is_the_sum_of_its_series(void **state)
     fc_store_strings_free(v, n);
 
     /* Compaction: the 10 s windows before BASE + 200 go; a slice rounds out to 100 s. */
-    assert_int_equal(fc_store_compact_before(s, BASE + 200, &deleted, &err), FC_OK);
+    assert_int_equal(fc_store_compact_before(s, BASE + 200, 0, &deleted, &err), FC_OK);
     assert_int_equal(query(s, API, BASE, BASE + 3600).total, 7703);
     assert_int_equal(query(s, API, BASE + 100, BASE + 110).total, 4400);
     /* A write into the compacted past: merged into the 100 s window at once. */
@@ -320,7 +320,7 @@ static void test_whole_service_is_the_sum_of_its_series(void **state)
      */
     write1(s, profile("api", "p3", BASE + 500, 60, 600, NULL));
     /* Retention: windows ending by BASE + 100 go, p3's and p1's later ones stay. */
-    assert_int_equal(fc_store_delete_before(s, BASE + 100, &deleted, &err), FC_OK);
+    assert_int_equal(fc_store_delete_before(s, BASE + 100, 0, &deleted, &err), FC_OK);
     fc_store_close(s);
     s = open_store("sum");
     assert_int_equal(query(s, API, BASE, BASE + 3600).total, 4400 + 660);
@@ -394,7 +394,7 @@ static void test_format_4_gets_its_aggregates(void **state)
 
     (void)state;
     write_profiles(s);
-    assert_int_equal(fc_store_compact_before(s, BASE + 200, &deleted, &err), FC_OK);
+    assert_int_equal(fc_store_compact_before(s, BASE + 200, 0, &deleted, &err), FC_OK);
     write1(s, profile("api", "p2", BASE + 20, 50, 500, NULL)); /* in the compacted past */
     write1(s, profile("api", "p3", BASE + 7000, 3, 30, NULL));
     /*
