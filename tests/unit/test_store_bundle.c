@@ -590,6 +590,50 @@ static void test_retention_in_slices_with_writes_between(void **state)
     assert_int_equal(entries_in("slices", "node"), entries_in("slices-twin", "node"));
 }
 
+/*
+ * A compaction pass stopped by its budget after it moved the cutoff, in
+ * fc_store_bundle_compact (more than BUNDLE_TXN_SPANS spans to rewrite),
+ * and never resumed: the exporter's writer stops slicing at shutdown. The
+ * next pass after a reopen starts with from = the moved cutoff, so the
+ * bundles it had not reached keep their 10 s slices (found in review of
+ * da01ddb): a twin compacted at once has every one of them alone.
+ */
+static void test_compaction_stopped_at_shutdown_leaves_bundles(void **state)
+{
+    struct fc_store *s = fc_test_store_open(dir, "halted"),
+                    *twin = fc_test_store_open(dir, "halted-twin");
+    struct fc_error err = {0};
+    uint64_t n = 0;
+    char pod[16];
+    int rc;
+
+    (void)state;
+    for (int p = 0; p < 50; p++) { /* 50 pods x 6 spans before 600: 300 bundles to rewrite */
+        snprintf(pod, sizeof(pod), "q%02d", p);
+        for (int i = 0; i < 24; i++) {
+            write1(s, profile(pod, BASE + 50 * i + 3, "work", 100 + i));
+            write1(twin, profile(pod, BASE + 50 * i + 3, "work", 100 + i));
+        }
+    }
+    flush_all(s);
+    flush_all(twin);
+    assert_int_equal(fc_store_bundle_before(s, BASE + 1200, 0, &n, &err), FC_OK);
+    assert_int_equal(fc_store_bundle_before(twin, BASE + 1200, 0, &n, &err), FC_OK);
+    rc = fc_store_compact_before(s, BASE + 650, 1, &n, &err);
+    assert_int_equal(rc, FC_EAGAIN);
+    assert_int_equal(fc_store_coarse_before(s), BASE + 600); /* moved by this first call */
+    fc_store_close(s); /* shutdown: the pass is never resumed */
+    assert_int_equal(fc_store_compact_before(twin, BASE + 650, 0, &n, &err), FC_OK);
+    fc_store_close(twin);
+    s = fc_test_store_open(dir, "halted");
+    assert_int_equal(fc_store_compact_before(s, BASE + 650, 0, &n, &err), FC_OK);
+    assert_int_equal(total(s, CPU "{pod=~\"q.*\"}", BASE, BASE + 1200),
+                     50 * (24 * 100 + 23 * 24 / 2));
+    fc_store_close(s);
+    assert_int_equal(entries_in("halted", "node"), entries_in("halted-twin", "node"));
+    assert_int_equal(lone_parents_in("halted"), lone_parents_in("halted-twin"));
+}
+
 /* Copies the first bundle of the store at name to its base's key with span -100. */
 static void plant_negative_span(const char *name)
 {
@@ -2166,6 +2210,7 @@ int main(void)
         cmocka_unit_test(test_second_pod_compresses_against_the_first),
         cmocka_unit_test(test_dictionary_samples_other_pods),
         cmocka_unit_test(test_closed_10000s_windows_packed),
+        cmocka_unit_test(test_compaction_stopped_at_shutdown_leaves_bundles),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
