@@ -259,15 +259,22 @@ static int delete_keys(struct fc_store *s, MDB_dbi db, doomed_fn doomed, const s
     return rc ? fc_store_lmdb_error(err, rc, "retention") : FC_OK;
 }
 
-/* Compaction remembers its cutoff before deleting, so queries never see the gap. */
-static int set_coarse_before(struct fc_store *s, int64_t cutoff_s, struct fc_error *err)
+/*
+ * Compaction remembers its cutoff before deleting, so queries never see the
+ * gap, and with it where its bundles start (from_s), until they are done.
+ */
+static int set_coarse_before(struct fc_store *s, int64_t cutoff_s, int64_t from_s,
+                             struct fc_error *err)
 {
     MDB_txn *txn;
     MDB_val kv = val(fc_store_coarse_key, sizeof(fc_store_coarse_key) - 1);
     MDB_val v = val(&cutoff_s, sizeof(cutoff_s));
+    MDB_val fk = val(fc_store_compact_from_key, sizeof(fc_store_compact_from_key) - 1);
+    MDB_val fv = val(&from_s, sizeof(from_s));
     int rc = mdb_txn_begin(s->env, NULL, 0, &txn);
 
-    if (rc == 0 && (rc = mdb_put(txn, s->db[DB_META], &kv, &v, 0)) != 0) {
+    if (rc == 0 && ((rc = mdb_put(txn, s->db[DB_META], &kv, &v, 0)) != 0 ||
+                    (rc = mdb_put(txn, s->db[DB_META], &fk, &fv, 0)) != 0)) {
         mdb_txn_abort(txn);
     } else if (rc == 0) {
         rc = mdb_txn_commit(txn);
@@ -276,6 +283,29 @@ static int set_coarse_before(struct fc_store *s, int64_t cutoff_s, struct fc_err
         return fc_store_lmdb_error(err, rc, "compaction");
     }
     atomic_store(&s->coarse_before, cutoff_s);
+    s->compact_from = from_s;
+    return FC_OK;
+}
+
+/* The bundles of a compaction pass are all rewritten: no pass need redo them. */
+static int clear_compact_from(struct fc_store *s, struct fc_error *err)
+{
+    MDB_txn *txn;
+    MDB_val fk = val(fc_store_compact_from_key, sizeof(fc_store_compact_from_key) - 1);
+    int rc;
+
+    if (s->compact_from == INT64_MAX) {
+        return FC_OK;
+    }
+    if ((rc = mdb_txn_begin(s->env, NULL, 0, &txn)) == 0) {
+        rc = mdb_del(txn, s->db[DB_META], &fk, NULL);
+        rc = rc == MDB_NOTFOUND ? 0 : rc;
+        rc = rc ? (mdb_txn_abort(txn), rc) : mdb_txn_commit(txn);
+    }
+    if (rc != 0) {
+        return fc_store_lmdb_error(err, rc, "compaction");
+    }
+    s->compact_from = INT64_MAX;
     return FC_OK;
 }
 
@@ -360,16 +390,17 @@ int fc_store_compact_before(struct fc_store *s, int64_t cutoff_s, int64_t budget
     if (!p->resuming) {
         /*
          * The previous cutoff: the bundles of spans before it were made
-         * alone by an earlier pass (one that failed after moving the cutoff
-         * leaves its spans' bundles with their 10 s slices, unread, until
-         * retention).
+         * alone by an earlier pass; or, when a pass moved the cutoff and
+         * stopped before its bundles were done (a shutdown, a failure), that
+         * pass's own start, kept in DB_META.
          */
         int64_t from = atomic_load(&s->coarse_before);
+        from = s->compact_from < from ? s->compact_from : from;
         /* Whole 100 s windows only, so a level-1 window is either all fine or all coarse. */
         cutoff_s = (cutoff_s >= 0 ? cutoff_s / 100 : (cutoff_s - 99) / 100) * 100;
         /* Never back: late profiles written into the compacted past are compacted too. */
-        if (cutoff_s < from) {
-            cutoff_s = from;
+        if (cutoff_s < atomic_load(&s->coarse_before)) {
+            cutoff_s = atomic_load(&s->coarse_before);
         }
         *p = (struct retention_pass){.resuming = true, .cutoff_s = cutoff_s, .from_s = from};
     }
@@ -388,7 +419,7 @@ int fc_store_compact_before(struct fc_store *s, int64_t cutoff_s, int64_t budget
     }
     if (rc == FC_OK && p->step == COMPACT_CUTOFF) {
         if (p->cutoff_s != atomic_load(&s->coarse_before)) {
-            rc = set_coarse_before(s, p->cutoff_s, err);
+            rc = set_coarse_before(s, p->cutoff_s, p->from_s, err);
         }
         /* Its first flush builds every window ending by the cutoff; the rest can wait. */
         rc = rc ? rc : fc_store_flush_until(s, p->cutoff_s, until, err);
@@ -400,7 +431,8 @@ int fc_store_compact_before(struct fc_store *s, int64_t cutoff_s, int64_t budget
      * them alone (their dictionaries stay for them, until retention).
      */
     if (rc == FC_OK && p->step == COMPACT_BUNDLES &&
-        (rc = fc_store_bundle_compact(s, p->from_s, p->cutoff_s, until, &p->at, err)) == FC_OK) {
+        (rc = fc_store_bundle_compact(s, p->from_s, p->cutoff_s, until, &p->at, err)) == FC_OK &&
+        (rc = clear_compact_from(s, err)) == FC_OK) {
         p->step = COMPACT_WINDOWS;
     }
     if (rc == FC_OK) {

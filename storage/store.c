@@ -84,6 +84,7 @@ const char *const fc_store_db_names[N_DBS] = {"sym",   "symid", "series", "sid",
 #define FORMAT_SID_KEYS 17    /* format 18 keeps series' labels in buckets of 64 ids */
 static const char format_key[] = "\0format";
 const char fc_store_coarse_key[15] = "\0coarse_before";
+const char fc_store_compact_from_key[14] = "\0compact_from";
 const char fc_store_newest_key[8] = "\0newest";
 _Thread_local int fc_store_last_lmdb_rc;
 
@@ -284,6 +285,11 @@ int fc_store_open(const struct fc_store_options *o, struct fc_store **out, struc
             memcpy(&before, v.mv_data, sizeof(before));
         }
         atomic_store(&s->coarse_before, before);
+        kv = val(fc_store_compact_from_key, sizeof(fc_store_compact_from_key) - 1);
+        s->compact_from = INT64_MAX;
+        if (mdb_get(txn, s->db[DB_META], &kv, &v) == 0 && v.mv_size == sizeof(s->compact_from)) {
+            memcpy(&s->compact_from, v.mv_data, sizeof(s->compact_from));
+        }
     }
     {
         MDB_val kv = val(fc_store_newest_key, sizeof(fc_store_newest_key) - 1), v;

@@ -252,8 +252,10 @@ int fc_store_delete_before(struct fc_store *s, int64_t cutoff_s, int64_t budget_
  * Compaction: deletes the 10 s windows that end before cutoff_s (rounded
  * down to 100 s); queries then read that past from 100 s windows, ranges
  * rounded out to them. Remembered in the database across restarts. The
- * budget as for fc_store_delete_before: the cutoff moves at the first call
- * of a pass, and writes between its calls go into the 100 s windows.
+ * budget as for fc_store_delete_before: the cutoff moves once the pass's
+ * first flush is done (which may take more than one call), and writes
+ * between its calls from then on go into the 100 s windows. A pass cut
+ * short after that (a shutdown) is redone from its start by the next.
  */
 int fc_store_compact_before(struct fc_store *s, int64_t cutoff_s, int64_t budget_ns,
                             uint64_t *deleted, struct fc_error *err);

@@ -187,11 +187,18 @@ struct fc_store {
     MDB_env *env;
     MDB_dbi db[N_DBS];
     char *path;
-    int lock_fd;                        /* flock()ed: one process per directory */
-    int64_t max_size;                   /* 0 = none; the map is larger (headroom for deletes) */
-    _Atomic int64_t used;               /* bytes of pages in use, as of the last commit */
-    _Atomic uint64_t corrupt;           /* windows (or posting chunks) skipped: did not decode */
-    _Atomic int64_t coarse_before;      /* 10 s windows before this were compacted away */
+    int lock_fd;                   /* flock()ed: one process per directory */
+    int64_t max_size;              /* 0 = none; the map is larger (headroom for deletes) */
+    _Atomic int64_t used;          /* bytes of pages in use, as of the last commit */
+    _Atomic uint64_t corrupt;      /* windows (or posting chunks) skipped: did not decode */
+    _Atomic int64_t coarse_before; /* 10 s windows before this were compacted away */
+    /*
+     * The previous cutoff of a compaction pass whose bundles are not all
+     * rewritten yet (DB_META, fc_store_compact_from_key, from the move of
+     * the cutoff to the end of its bundles), so that a pass cut short (a
+     * shutdown between slices) is redone from there; INT64_MAX: none.
+     */
+    int64_t compact_from;
     _Atomic int64_t bundled_before;     /* spans before this were bundled since the open */
     _Atomic int64_t bundle_cache_bytes; /* what reads' bundle caches hold (store_bundle.c) */
     int64_t bundle_cache_max;           /* bundle_cache_max_bytes; 0: none */
@@ -221,6 +228,8 @@ struct fc_store {
 
 /* "\0coarse_before" in DB_META: le64 unix s. */
 extern const char fc_store_coarse_key[15];
+/* "\0compact_from" in DB_META: fc_store.compact_from while it is set (int64 in memory order). */
+extern const char fc_store_compact_from_key[14];
 /* "\0newest" in DB_META: fc_store.newest_s as of the last flush, unix s (int64 in memory order). */
 extern const char fc_store_newest_key[8];
 

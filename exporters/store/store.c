@@ -291,12 +291,10 @@ static int forget_step(struct store_exporter *x, struct retention_run *r, int64_
 
     r->forget_ns += fc_now_mono_ns() - t0;
     x->forget_due = rc != FC_OK; /* stopped by its budget, or failed: again next pass */
-    if (pods > 0) {
-        fc_metric_add(x->forgotten_pods, (int64_t)pods);
-        fc_metric_add(x->forgotten_series, (int64_t)series);
-        fc_log_info(x->self->id, "retention forgot %llu pods (%llu series) left without data",
-                    (unsigned long long)pods, (unsigned long long)series);
-    }
+    fc_metric_add(x->forgotten_pods, (int64_t)pods);
+    fc_metric_add(x->forgotten_series, (int64_t)series);
+    r->forgot_pods += pods; /* logged at the pass's end */
+    r->forgot_series += series;
     if (rc != FC_OK && rc != FC_EAGAIN) {
         char msg[600];
         snprintf(msg, sizeof(msg), "retention: forgetting pods: %s", err.msg);
@@ -404,6 +402,10 @@ static bool retention_slice(struct store_exporter *x)
         fc_metric_add(x->retention_deleted, (int64_t)r->deleted);
         fc_log_info(x->self->id, "retention deleted %llu windows", (unsigned long long)r->deleted);
     }
+    if (r->forgot_pods > 0) {
+        fc_log_info(x->self->id, "retention forgot %llu pods (%llu series) left without data",
+                    (unsigned long long)r->forgot_pods, (unsigned long long)r->forgot_series);
+    }
     fc_metric_set(x->disk_bytes, fc_store_disk_bytes(x->store));
     fc_metric_set(x->used_bytes, fc_store_used_bytes(x->store));
     r->running = false;
@@ -425,7 +427,13 @@ static void run_retention_slice(struct store_exporter *x)
     ended = retention_slice(x);
     pthread_mutex_lock(&x->lock);
     if (ended) {
-        x->next_retention_ns = fc_now_mono_ns() + x->cfg->retention_interval;
+        /*
+         * A store that filled while the pass ran (writes come between its
+         * slices) gets the next within a second, as after a refused write.
+         */
+        x->next_retention_ns =
+            fc_now_mono_ns() +
+            (fc_store_full(x->store) ? 1000000000LL : x->cfg->retention_interval);
     }
 }
 

@@ -60,8 +60,9 @@ struct retention_run {
     int64_t now_s;                /* the clock at the pass's start: its cutoffs */
     int64_t forget_ns, bundle_ns; /* spent this pass, against their caps */
     uint64_t deleted;             /* windows, all steps */
-    int64_t slice_end_ns;         /* CLOCK_MONOTONIC: when the last slice ended */
-    struct fc_error err;          /* the pass's last error (logged at its end) */
+    uint64_t forgot_pods, forgot_series;
+    int64_t slice_end_ns; /* CLOCK_MONOTONIC: when the last slice ended */
+    struct fc_error err;  /* the pass's last error (logged at its end) */
 };
 
 /* A batch waiting for the writer; the exporting thread waits on `done`. */

@@ -594,9 +594,10 @@ static void test_retention_in_slices_with_writes_between(void **state)
  * A compaction pass stopped by its budget after it moved the cutoff, in
  * fc_store_bundle_compact (more than BUNDLE_TXN_SPANS spans to rewrite),
  * and never resumed: the exporter's writer stops slicing at shutdown. The
- * next pass after a reopen starts with from = the moved cutoff, so the
- * bundles it had not reached keep their 10 s slices (found in review of
- * da01ddb): a twin compacted at once has every one of them alone.
+ * next pass after a reopen redoes it from its start (kept in DB_META), so
+ * every bundle ends alone, as in a twin compacted at once (found in
+ * review: the next pass started at the moved cutoff and left the bundles
+ * it had not reached with their 10 s slices).
  */
 static void test_compaction_stopped_at_shutdown_leaves_bundles(void **state)
 {
