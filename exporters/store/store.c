@@ -263,11 +263,13 @@ static void account_write(struct store_exporter *x, int rc, const struct fc_erro
 
 /*
  * How long a slice of a retention pass runs: the longest writes wait for it
- * (plus a transaction: the steps stop between theirs). Under a steady load
- * a slice follows a write group only once this long has passed since the
- * last, so that writes keep at least half of the writer's time.
+ * (plus a transaction: the steps stop between theirs). While writes are
+ * queued, a slice follows a write group only once RETENTION_GAP_NS have
+ * passed since the last ended, so that writes keep at least four fifths of
+ * the writer; with none queued, slices follow each other.
  */
 #define RETENTION_SLICE_NS (50 * 1000000LL)
+#define RETENTION_GAP_NS (4 * RETENTION_SLICE_NS)
 /* What a pass spends at most forgetting pods and bundling; the next pass goes on. */
 #define FORGET_PASS_NS (250 * 1000000LL)
 #define BUNDLE_PASS_NS 1000000000LL
@@ -519,7 +521,7 @@ static void *writer_main(void *arg)
             continue;
         }
         if (retention_due(x, fc_now_mono_ns()) &&
-            fc_now_mono_ns() - x->retention.slice_end_ns >= RETENTION_SLICE_NS) {
+            fc_now_mono_ns() - x->retention.slice_end_ns >= RETENTION_GAP_NS) {
             /*
              * Due under a steady load too (a full store must free space to
              * accept again), a slice at a time between groups.
