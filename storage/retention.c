@@ -309,11 +309,6 @@ static int clear_compact_from(struct fc_store *s, struct fc_error *err)
     return FC_OK;
 }
 
-static int64_t deadline(int64_t budget_ns)
-{
-    return budget_ns > 0 ? fc_now_mono_ns() + budget_ns : INT64_MAX;
-}
-
 /*
  * What a deletion by age goes through, in order: windows, then bundles
  * whose span ended by the cutoff (after their windows: none is left to read
@@ -333,7 +328,7 @@ static const struct delete_step {
 static int delete_pass(struct fc_store *s, struct retention_pass *p, int64_t cutoff_s,
                        int64_t budget_ns, uint64_t *deleted, struct fc_error *err)
 {
-    int64_t until = deadline(budget_ns);
+    int64_t until = fc_store_deadline(budget_ns);
     struct doomed d;
     int rc = FC_OK;
 
@@ -382,7 +377,7 @@ int fc_store_compact_before(struct fc_store *s, int64_t cutoff_s, int64_t budget
                             uint64_t *deleted, struct fc_error *err)
 {
     struct retention_pass *p = &s->compacting;
-    int64_t until = deadline(budget_ns);
+    int64_t until = fc_store_deadline(budget_ns);
     struct doomed d = {0};
     int rc = FC_OK;
 

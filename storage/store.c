@@ -190,6 +190,7 @@ int fc_store_open(const struct fc_store_options *o, struct fc_store **out, struc
     s->flush_ns = o->flush_interval_ns > 0 ? o->flush_interval_ns : FC_STORE_FLUSH_NS;
     s->bundle_cache_max = cap_option(o->bundle_cache_max_bytes, FC_STORE_BUNDLE_CACHE_BYTES);
     s->rebuild_max = cap_option(o->rebuild_max_bytes, FC_STORE_REBUILD_BYTES);
+    s->rebuild_max_ns = o->rebuild_max_ns > 0 ? o->rebuild_max_ns : 0;
     fc_store_ids_init(&s->ids, cap_option(o->id_cache_max_bytes, FC_STORE_ID_CACHE_BYTES));
     s->lock_fd = -1;
     if (lock_dir(s, err) != FC_OK) {

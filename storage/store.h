@@ -84,6 +84,14 @@ struct fc_store_options {
      * no limit.
      */
     int64_t rebuild_max_bytes;
+    /*
+     * Time one flush spends rebuilding coarse windows, checked after each
+     * (at least one is built), with the same effect as rebuild_max_bytes:
+     * the rest wait, so that a flush holds the writer (and the writes
+     * queued behind it) about this long at most. <= 0 = no limit (the
+     * exporter's rebuild_max_time sets it).
+     */
+    int64_t rebuild_max_ns;
 };
 
 #define FC_STORE_ID_CACHE_BYTES (4LL << 20)
@@ -138,6 +146,15 @@ int fc_store_flush_before(struct fc_store *s, int64_t before_s, struct fc_error 
  */
 int fc_store_flush_until(struct fc_store *s, int64_t before_s, int64_t until_ns,
                          struct fc_error *err);
+/*
+ * Rebuilds the closed windows earlier flushes left waiting
+ * (fc_store_rebuilds_deferred), within the flush's budgets and until
+ * until_ns (monotonic), in one transaction that leaves the open windows
+ * open: the writer calls it between write groups, so that windows closing
+ * together are built within a few slices instead of a flush_interval
+ * each. FC_EAGAIN: some still wait.
+ */
+int fc_store_rebuild_deferred(struct fc_store *s, int64_t until_ns, struct fc_error *err);
 /* Nanoseconds until a flush is due (<= 0: now), or -1 when nothing was written since the last. */
 int64_t fc_store_flush_in(struct fc_store *s);
 

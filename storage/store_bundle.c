@@ -622,8 +622,8 @@ int fc_store_bundle_compact(struct fc_store *s, int64_t from_s, int64_t cutoff_s
                 g = mdb_cursor_get(cur, &kv, &v, MDB_NEXT); /* a pack: compaction leaves it */
                 continue;
             }
-            if (n == BUNDLE_TXN_SPANS) {
-                resume_at(at, &kv);
+            if (n == BUNDLE_TXN_SPANS || (n > 0 && fc_now_mono_ns() >= until_ns)) {
+                resume_at(at, &kv); /* as walk_txn: none begun past the budget after the first */
                 more = true;
                 break;
             }
@@ -672,12 +672,14 @@ static const struct pass_kind packing = {FC_STORE_PACK_LEVEL, true};
 /*
  * One write transaction of a pass: the spans (windows of level + 1) from lo
  * on of the level's windows that ended by cutoff, from the key at (tenant,
- * base, level, at) on, at most BUNDLE_TXN_SPANS; *done when it reached the
- * end of the table, else (tenant, base, at) is where to go on.
+ * base, level, at) on, at most BUNDLE_TXN_SPANS and, after the first, none
+ * begun past until_ns (a span takes about half a millisecond: 256 of them
+ * held the writer up to 190 ms); *done when it reached the end of the
+ * table, else (tenant, base, at) is where to go on.
  */
 static int walk_txn(struct fc_store *s, const struct pass_kind *kind, int64_t lo, int64_t cutoff,
-                    char *tenant, size_t cap, uint32_t *base, int64_t *at, bool *done,
-                    uint64_t *count)
+                    int64_t until_ns, char *tenant, size_t cap, uint32_t *base, int64_t *at,
+                    bool *done, uint64_t *count)
 {
     const int level = kind->level;
     const int64_t width = fc_store_level_secs[level], span_width = fc_store_level_secs[level + 1];
@@ -722,7 +724,7 @@ static int walk_txn(struct fc_store *s, const struct pass_kind *kind, int64_t lo
                                 : seek(c, t, b + 1, level, lo, &kv, &v);
             continue;
         }
-        if (spans == BUNDLE_TXN_SPANS) {
+        if (spans == BUNDLE_TXN_SPANS || (spans > 0 && fc_now_mono_ns() >= until_ns)) {
             memcpy(tenant, t, strlen(t) + 1 < cap ? strlen(t) + 1 : cap);
             *base = b;
             *at = start;
@@ -767,7 +769,7 @@ int fc_store_bundle_before(struct fc_store *s, int64_t cutoff_s, int64_t budget_
                            uint64_t *bundled, struct fc_error *err)
 {
     struct bundle_pass *bp = &s->bundling;
-    int64_t t0 = fc_now_mono_ns();
+    int64_t until = fc_store_deadline(budget_ns);
     bool done = false;
     int rc = 0;
 
@@ -797,7 +799,7 @@ int fc_store_bundle_before(struct fc_store *s, int64_t cutoff_s, int64_t budget_
     }
     while (rc == 0 && !done) {
         if (!bp->packing) {
-            rc = walk_txn(s, &bundling, bp->from, bp->cutoff, bp->tenant, sizeof(bp->tenant),
+            rc = walk_txn(s, &bundling, bp->from, bp->cutoff, until, bp->tenant, sizeof(bp->tenant),
                           &bp->base, &bp->at, &done, bundled);
             if (rc == 0 && done) {
                 done = false;
@@ -807,10 +809,10 @@ int fc_store_bundle_before(struct fc_store *s, int64_t cutoff_s, int64_t budget_
                 bp->at = bp->pack_lo;
             }
         } else {
-            rc = walk_txn(s, &packing, bp->pack_lo, bp->cutoff, bp->tenant, sizeof(bp->tenant),
-                          &bp->base, &bp->at, &done, bundled);
+            rc = walk_txn(s, &packing, bp->pack_lo, bp->cutoff, until, bp->tenant,
+                          sizeof(bp->tenant), &bp->base, &bp->at, &done, bundled);
         }
-        if (rc == 0 && !done && budget_ns > 0 && fc_now_mono_ns() - t0 >= budget_ns) {
+        if (rc == 0 && !done && fc_now_mono_ns() >= until) {
             fc_store_refresh_used(s);
             return FC_EAGAIN; /* the next call goes on from here, to the same cutoff */
         }

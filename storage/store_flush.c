@@ -259,35 +259,55 @@ static int due_windows(struct fc_store *s, MDB_txn *txn, int64_t newest, int64_t
     return rc;
 }
 
+/* What a flush does. */
+enum flush_kind {
+    /*
+     * The open windows only (they passed their byte cap between two timed
+     * flushes): the coarse windows stay dirty until the next timed flush,
+     * which keeps a cap flush to one merge per open window.
+     */
+    FLUSH_OPEN,
+    FLUSH_ALL, /* the open windows, then the dirty windows due rebuilt */
+    /*
+     * The dirty windows due rebuilt, the open windows left open: what an
+     * earlier flush deferred, built between write groups without writing
+     * the open windows more often than every flush_interval.
+     */
+    FLUSH_REBUILDS,
+};
+
 /*
- * The open windows into LMDB, then (rebuild_dirty) every dirty window that
- * is closed (fc_store_close_grace) or ends at or before before_s rebuilt. Without rebuild_dirty
- * (the open windows passed their byte cap between two timed flushes) the coarse windows stay dirty
- * until the next timed flush, which keeps the cost of a cap flush to one merge per open window.
+ * The open windows into LMDB (not FLUSH_REBUILDS), then (not FLUSH_OPEN)
+ * every dirty window that is closed (fc_store_close_grace) or ends at or
+ * before before_s rebuilt: until rebuild_max bytes are built or until_ns
+ * has passed (monotonic), after one window at least; the rest wait.
  */
-static int flush(struct fc_store *s, bool rebuild_dirty, int64_t before_s, struct fc_error *err)
+static int flush(struct fc_store *s, enum flush_kind kind, int64_t before_s, int64_t until_ns,
+                 struct fc_error *err)
 {
     struct due *due = NULL;
     size_t n_due = 0, i = 0;
     int64_t newest, coarse, built = 0, deferred = 0;
     bool failed = false; /* a rebuild or a merge failed, err filled */
+    bool rebuild_dirty, write_open = kind != FLUSH_REBUILDS;
     struct fc_buf keys;
     MDB_txn *txn;
     int rc;
 
-    if (!rebuild_dirty && fc_store_open_has_compacted(s)) {
-        rebuild_dirty = true; /* a compacted 100 s window is merged only after rebuilds */
+    if (kind == FLUSH_OPEN && fc_store_open_has_compacted(s)) {
+        kind = FLUSH_ALL; /* a compacted 100 s window is merged only after rebuilds */
     }
-    if (rebuild_dirty) {
+    rebuild_dirty = kind != FLUSH_OPEN;
+    if (kind == FLUSH_ALL) {
         atomic_store(&s->last_flush_ns, fc_now_mono_ns());
     }
     if ((rc = mdb_txn_begin(s->env, NULL, 0, &txn)) != 0) {
         return fc_store_lmdb_error(err, rc, "flush");
     }
-    if (rebuild_dirty) {
+    if (kind == FLUSH_ALL) {
         atomic_store(&s->dirty, false);
     }
-    if (fc_store_open_write(s, txn, 0, err) != FC_OK) {
+    if (write_open && fc_store_open_write(s, txn, 0, err) != FC_OK) {
         mdb_txn_abort(txn); /* still open and logged: nothing is lost */
         atomic_store(&s->dirty, true);
         return err->code;
@@ -330,11 +350,15 @@ static int flush(struct fc_store *s, bool rebuild_dirty, int64_t before_s, struc
             size_t tn;
             /*
              * Past the budget, the closed windows left wait for the next
-             * flush, and every one above them too (built stays past it):
-             * a window is never built from a child still dirty.
+             * flush, and every one above them too (built and the clock
+             * stay past it): a window is never built from a child still
+             * dirty. A 100 s window in the compacted past is built
+             * whatever the budget: the open 100 s windows merged after
+             * level 1 go into it (those above it are built from it later).
              */
-            if (s->rebuild_max > 0 && built >= s->rebuild_max &&
-                !due_whatever(level, due[i].window, coarse)) {
+            if (((s->rebuild_max > 0 && built >= s->rebuild_max) ||
+                 (built > 0 && fc_now_mono_ns() >= until_ns)) &&
+                !(level == 1 && due_whatever(level, due[i].window, coarse))) {
                 deferred++;
                 continue;
             }
@@ -357,7 +381,8 @@ static int flush(struct fc_store *s, bool rebuild_dirty, int64_t before_s, struc
             }
             rc = mdb_del(txn, s->db[DB_DIRTY], &kv, NULL);
         }
-        if (!failed && rc == 0 && level == 1 && fc_store_open_write(s, txn, 1, err) != FC_OK) {
+        if (!failed && rc == 0 && level == 1 && write_open &&
+            fc_store_open_write(s, txn, 1, err) != FC_OK) {
             failed = true; /* still open and logged: nothing is lost */
         }
     }
@@ -373,15 +398,25 @@ static int flush(struct fc_store *s, bool rebuild_dirty, int64_t before_s, struc
         atomic_store(&s->dirty, true);
         return fc_store_lmdb_error(err, rc, "flush");
     }
-    /* Readers see the windows either open or in LMDB, never both or neither. */
-    pthread_rwlock_wrlock(&s->open.lock);
+    /*
+     * Readers see the windows either open or in LMDB, never both or neither
+     * (with the open windows left open, either snapshot is whole: a reader's
+     * query is not waited for).
+     */
+    if (write_open) {
+        pthread_rwlock_wrlock(&s->open.lock);
+    }
     if ((rc = mdb_txn_commit(txn)) != 0) {
-        pthread_rwlock_unlock(&s->open.lock);
+        if (write_open) {
+            pthread_rwlock_unlock(&s->open.lock);
+        }
         atomic_store(&s->dirty, true);
         return fc_store_lmdb_error(err, rc, "flush");
     }
-    fc_store_open_clear(s);
-    pthread_rwlock_unlock(&s->open.lock);
+    if (write_open) {
+        fc_store_open_clear(s);
+        pthread_rwlock_unlock(&s->open.lock);
+    }
     if (built > atomic_load(&s->rebuild_peak)) {
         atomic_store(&s->rebuild_peak, built);
     }
@@ -397,9 +432,32 @@ static int flush(struct fc_store *s, bool rebuild_dirty, int64_t before_s, struc
     return FC_OK;
 }
 
+/* Until when one flush rebuilds, at most: rebuild_max_ns from now, or until_ns if sooner. */
+static int64_t rebuild_until(const struct fc_store *s, int64_t until_ns)
+{
+    int64_t own;
+
+    if (s->rebuild_max_ns <= 0) {
+        return until_ns;
+    }
+    own = fc_now_mono_ns() + s->rebuild_max_ns;
+    return own < until_ns ? own : until_ns;
+}
+
 int fc_store_flush(struct fc_store *s, struct fc_error *err)
 {
-    return flush(s, true, INT64_MIN, err);
+    return flush(s, FLUSH_ALL, INT64_MIN, rebuild_until(s, INT64_MAX), err);
+}
+
+int fc_store_rebuild_deferred(struct fc_store *s, int64_t until_ns, struct fc_error *err)
+{
+    int rc;
+
+    if (atomic_load(&s->rebuilds_deferred) == 0) {
+        return FC_OK;
+    }
+    rc = flush(s, FLUSH_REBUILDS, INT64_MIN, rebuild_until(s, until_ns), err);
+    return rc == FC_OK && atomic_load(&s->rebuilds_deferred) > 0 ? FC_EAGAIN : rc;
 }
 
 int fc_store_flush_until(struct fc_store *s, int64_t before_s, int64_t until_ns,
@@ -413,7 +471,7 @@ int fc_store_flush_until(struct fc_store *s, int64_t before_s, int64_t until_ns,
      * dirty key, so this ends.
      */
     do {
-        rc = flush(s, true, before_s, err);
+        rc = flush(s, FLUSH_ALL, before_s, rebuild_until(s, until_ns), err);
     } while (rc == FC_OK && atomic_load(&s->rebuilds_deferred) > 0 && fc_now_mono_ns() < until_ns);
     return rc == FC_OK && atomic_load(&s->rebuilds_deferred) > 0 ? FC_EAGAIN : rc;
 }
@@ -425,7 +483,7 @@ int fc_store_flush_before(struct fc_store *s, int64_t before_s, struct fc_error 
 
 int fc_store_flush_open(struct fc_store *s, struct fc_error *err)
 {
-    return flush(s, false, INT64_MIN, err);
+    return flush(s, FLUSH_OPEN, INT64_MIN, INT64_MAX, err);
 }
 
 int64_t fc_store_flush_in(struct fc_store *s)

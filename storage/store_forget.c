@@ -451,7 +451,7 @@ static int forget_base(struct fc_store *s, MDB_txn *txn, const char *tenant, uin
 int fc_store_forget_empty(struct fc_store *s, int64_t budget_ns, uint64_t *bases, uint64_t *series,
                           struct fc_error *err)
 {
-    int64_t until = budget_ns > 0 ? fc_now_mono_ns() + budget_ns : INT64_MAX;
+    int64_t until = fc_store_deadline(budget_ns);
     struct forget_pass *p = &s->forgetting;
     bool more = true;
     int rc = 0;
@@ -470,8 +470,7 @@ int fc_store_forget_empty(struct fc_store *s, int64_t budget_ns, uint64_t *bases
     }
     while (rc == 0 && more && fc_now_mono_ns() < until) {
         struct key group[FORGET_GROUP];
-        uint8_t start[sizeof(p->next)];
-        size_t start_n;
+        struct resume_key start = p->next;
         uint64_t got = 0, got_series = 0;
         size_t n = 0;
         MDB_txn *txn;
@@ -497,19 +496,16 @@ int fc_store_forget_empty(struct fc_store *s, int64_t budget_ns, uint64_t *bases
             break;
         }
         /* The group's keys first: the deletes below would move the cursor's pages. */
-        memcpy(start, p->next, p->next_n);
-        start_n = p->next_n;
-        kv = val(p->next, p->next_n);
-        for (g = mdb_cursor_get(c, &kv, &v, p->next_n > 0 ? MDB_SET_RANGE : MDB_FIRST);
+        kv = val(p->next.b, p->next.n);
+        for (g = mdb_cursor_get(c, &kv, &v, p->next.n > 0 ? MDB_SET_RANGE : MDB_FIRST);
              g == 0 && n < FORGET_GROUP; g = mdb_cursor_get(c, &kv, &v, MDB_NEXT)) {
             if (kv.mv_size <= sizeof(group[n].b)) {
                 memcpy(group[n].b, kv.mv_data, kv.mv_size);
                 group[n++].n = kv.mv_size;
             }
         }
-        if (g == 0 && kv.mv_size <= sizeof(p->next)) {
-            memcpy(p->next, kv.mv_data, kv.mv_size); /* the next group starts here */
-            p->next_n = kv.mv_size;
+        if (g == 0) {
+            resume_at(&p->next, &kv); /* the next group starts here */
         } else {
             more = false;
             rc = g == MDB_NOTFOUND ? 0 : g;
@@ -538,8 +534,7 @@ int fc_store_forget_empty(struct fc_store *s, int64_t budget_ns, uint64_t *bases
             *series += got_series;
         }
         if (rc != 0) {
-            memcpy(p->next, start, start_n); /* a failed group is tried again next pass */
-            p->next_n = start_n;
+            p->next = start; /* a failed group is tried again next pass */
         }
     }
     if (*bases > 0) {
@@ -549,7 +544,7 @@ int fc_store_forget_empty(struct fc_store *s, int64_t budget_ns, uint64_t *bases
         return fc_store_lmdb_error(err, rc, "forget");
     }
     if (!more) {
-        p->next_n = 0; /* the next pass starts over */
+        p->next.n = 0; /* the next pass starts over */
         return FC_OK;
     }
     return FC_EAGAIN;

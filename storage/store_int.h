@@ -10,6 +10,7 @@
 
 #include "core/buf.h"
 #include "core/idmap.h"
+#include "core/timeutil.h"
 #include "storage/store.h"
 #include "storage/tree.h"
 
@@ -178,10 +179,15 @@ struct retention_pass {
 
 /* fc_store_forget_empty's, between calls (store_forget.c). */
 struct forget_pass {
-    uint8_t next[512]; /* the `bid` key the next group starts at; next_n 0: the first */
-    size_t next_n;
-    int by_base; /* every series is found under its base: 1; not: -1; not known yet: 0 */
+    struct resume_key next; /* the `bid` key the next group starts at */
+    int by_base;            /* every series is found under its base: 1; not: -1; not known yet: 0 */
 };
+
+/* When a call given budget_ns (0: none) stops: CLOCK_MONOTONIC ns. */
+static inline int64_t fc_store_deadline(int64_t budget_ns)
+{
+    return budget_ns > 0 ? fc_now_mono_ns() + budget_ns : INT64_MAX;
+}
 
 struct fc_store {
     MDB_env *env;
@@ -214,6 +220,7 @@ struct fc_store {
      */
     int64_t newest_s;
     int64_t rebuild_max;               /* rebuild_max_bytes; 0: none */
+    int64_t rebuild_max_ns;            /* rebuild_max_ns; 0: none */
     int64_t page_bytes;                /* LMDB's page size (the OS's) */
     _Atomic int64_t rebuilds_deferred; /* closed windows the last flush left dirty */
     _Atomic int64_t rebuild_peak;      /* the most one flush built, counted as its budget is */

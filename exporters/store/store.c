@@ -70,8 +70,12 @@ static const struct fc_field store_fields[] = {
     {"rebuild_max_size", FC_FIELD_SIZE, "8MiB", OFF(rebuild_max_size),
      "memory of the coarse windows (100 s and up) one flush builds as they close: their "
      "encoded size plus a page each, held by its transaction until it commits; the closed "
-     "windows past it wait for the next flush, 2 s later, and queries read their finer "
-     "windows meanwhile (0 = no limit)"},
+     "windows past it wait, and queries read their finer windows meanwhile (0 = no limit)"},
+    {"rebuild_max_time", FC_FIELD_DURATION, "50ms", OFF(rebuild_max_time),
+     "time one flush or one slice between write groups spends building closed coarse "
+     "windows (checked after each, at least one is built), and so about the longest writes "
+     "wait for it; the windows past it are built in the next slices, while writes get at "
+     "least four fifths of the writer (0 = no limit)"},
     {"sync", FC_FIELD_ENUM, "batch", OFF(sync),
      "`batch`: requests arriving together share one fsync before any is acknowledged; "
      "`always`: one fsync per request; `none`: left to the OS (unsafe on power loss)",
@@ -95,8 +99,8 @@ static int store_create(struct fc_exporter *self, struct fc_error *err)
     if (cfg->bundle_cache_max_size < 0) {
         return fc_errorf(err, FC_ECONFIG, "bundle_cache_max_size must be >= 0");
     }
-    if (cfg->rebuild_max_size < 0) {
-        return fc_errorf(err, FC_ECONFIG, "rebuild_max_size must be >= 0");
+    if (cfg->rebuild_max_size < 0 || cfg->rebuild_max_time < 0) {
+        return fc_errorf(err, FC_ECONFIG, "rebuild_max_size and rebuild_max_time must be >= 0");
     }
     if (cfg->id_cache_max_size < 0) {
         return fc_errorf(err, FC_ECONFIG, "id_cache_max_size must be >= 0");
@@ -137,6 +141,9 @@ static int store_create(struct fc_exporter *self, struct fc_error *err)
     x->retention_deleted = fc_metrics_counter(
         "flamecol_store_retention_deleted_total", labels,
         "Windows deleted by retention (age, size, or fine_retention compaction).");
+    x->rebuild_slices = fc_metrics_counter(
+        "flamecol_store_rebuild_slices_total", labels,
+        "Slices between write groups that built closed coarse windows flushes left waiting.");
     x->bundled = fc_metrics_counter(
         "flamecol_store_bundled_windows_total", labels,
         "Windows (10 s and 100 s) compressed together with the others of their 100 s span "
@@ -172,8 +179,8 @@ static int store_create(struct fc_exporter *self, struct fc_error *err)
                          "bundle_cache_max_size: past it a query empties its own bundles.");
     x->rebuilds_deferred = fc_metrics_gauge(
         "flamecol_store_rebuilds_deferred", labels,
-        "Closed coarse windows the last flush left for the next one (rebuild_max_size); "
-        "queries read their finer windows meanwhile.");
+        "Closed coarse windows the last flush left past rebuild_max_size or rebuild_max_time, "
+        "built in slices between write groups; queries read their finer windows meanwhile.");
     x->rebuild_max_bytes =
         fc_metrics_gauge("flamecol_store_rebuild_max_bytes", labels,
                          "rebuild_max_size: what one flush builds of closed coarse windows.");
@@ -262,14 +269,15 @@ static void account_write(struct store_exporter *x, int rc, const struct fc_erro
 }
 
 /*
- * How long a slice of a retention pass runs: the longest writes wait for it
- * (plus a transaction: the steps stop between theirs). While writes are
- * queued, a slice follows a write group only once RETENTION_GAP_NS have
- * passed since the last ended, so that writes keep at least four fifths of
- * the writer; with none queued, slices follow each other.
+ * How long a slice of background work (the coarse windows flushes left to
+ * build, a retention pass) runs: the longest writes wait for it (plus a
+ * transaction: the steps stop between theirs). While writes are queued, a
+ * slice follows a write group only once SLICE_GAP_NS have passed since the
+ * last ended, so that writes keep at least four fifths of the writer; with
+ * none queued, slices follow each other.
  */
-#define RETENTION_SLICE_NS (50 * 1000000LL)
-#define RETENTION_GAP_NS (4 * RETENTION_SLICE_NS)
+#define SLICE_NS (50 * 1000000LL)
+#define SLICE_GAP_NS (4 * SLICE_NS)
 /* What a pass spends at most forgetting pods and bundling; the next pass goes on. */
 #define FORGET_PASS_NS (250 * 1000000LL)
 #define BUNDLE_PASS_NS 1000000000LL
@@ -375,7 +383,7 @@ static int retention_step(struct store_exporter *x, struct retention_run *r, int
 
 /*
  * Runs the retention pass (age, compaction, size, forgetting, bundling) for
- * about RETENTION_SLICE_NS, starting one if none is under way; on the writer
+ * about SLICE_NS, starting one if none is under way; on the writer
  * thread, between write groups. True when the pass ended.
  */
 static bool retention_slice(struct store_exporter *x)
@@ -386,12 +394,12 @@ static bool retention_slice(struct store_exporter *x)
     if (!r->running) {
         *r = (struct retention_run){.running = true, .now_s = fc_now_ns() / 1000000000LL};
     }
-    while (r->step < RETENTION_DONE && (left = RETENTION_SLICE_NS - (fc_now_mono_ns() - t0)) > 0) {
+    while (r->step < RETENTION_DONE && (left = SLICE_NS - (fc_now_mono_ns() - t0)) > 0) {
         if (retention_step(x, r, left) != FC_EAGAIN) {
             r->step++; /* done, or failed (r->err): the pass goes on with the next */
         }
     }
-    r->slice_end_ns = fc_now_mono_ns();
+    x->slice_end_ns = fc_now_mono_ns();
     if (r->step < RETENTION_DONE) {
         return false;
     }
@@ -437,6 +445,47 @@ static void run_retention_slice(struct store_exporter *x)
             fc_now_mono_ns() +
             (fc_store_full(x->store) ? 1000000000LL : x->cfg->retention_interval);
     }
+}
+
+/* Closed coarse windows wait to be built (a flush left them past its budget). */
+static bool rebuilds_due(struct store_exporter *x, int64_t now_ns)
+{
+    return x->deadline_ns == 0 && now_ns >= x->rebuild_retry_ns &&
+           fc_store_rebuilds_deferred(x->store) > 0;
+}
+
+/*
+ * A slice of background work (under x->lock, released meanwhile): the
+ * windows flushes left to build, or retention, in turn when both are due
+ * (a pass's flushes build those windows too, but its deletions must not
+ * wait behind a backlog that writes keep feeding).
+ */
+static void run_background_slice(struct store_exporter *x)
+{
+    struct fc_error err = {0};
+    int64_t now = fc_now_mono_ns();
+    int rc;
+
+    if (!rebuilds_due(x, now) || (x->last_slice_rebuilt && retention_due(x, now))) {
+        x->last_slice_rebuilt = false;
+        run_retention_slice(x);
+        return;
+    }
+    x->last_slice_rebuilt = true;
+    pthread_mutex_unlock(&x->lock);
+    rc = fc_store_rebuild_deferred(x->store, now + SLICE_NS, &err);
+    fc_metric_add(x->rebuild_slices, 1);
+    if (rc != FC_OK && rc != FC_EAGAIN) {
+        char msg[600];
+        snprintf(msg, sizeof(msg), "building closed coarse windows: %s", err.msg);
+        log_limited(x, FC_STORE_FAILURE_KINDS + 2, msg);
+    }
+    store_gauges(x);
+    pthread_mutex_lock(&x->lock);
+    if (rc != FC_OK && rc != FC_EAGAIN) {
+        x->rebuild_retry_ns = fc_now_mono_ns() + 1000000000LL; /* not slice after failing slice */
+    }
+    x->slice_end_ns = fc_now_mono_ns();
 }
 
 /*
@@ -494,8 +543,8 @@ static void *writer_main(void *arg)
             }
             if (x->deadline_ns > 0) {
                 due = 1000000000LL; /* shutting down: no retention any more */
-            } else if (due <= 0) {
-                run_retention_slice(x); /* idle: slice after slice, until a write comes */
+            } else if (due <= 0 || rebuilds_due(x, fc_now_mono_ns())) {
+                run_background_slice(x); /* idle: slice after slice, until a write comes */
                 continue;
             }
             if (flush > 0 && flush < due) {
@@ -520,13 +569,13 @@ static void *writer_main(void *arg)
         if (x->head == NULL) {
             continue;
         }
-        if (retention_due(x, fc_now_mono_ns()) &&
-            fc_now_mono_ns() - x->retention.slice_end_ns >= RETENTION_GAP_NS) {
+        if ((rebuilds_due(x, fc_now_mono_ns()) || retention_due(x, fc_now_mono_ns())) &&
+            fc_now_mono_ns() - x->slice_end_ns >= SLICE_GAP_NS) {
             /*
              * Due under a steady load too (a full store must free space to
              * accept again), a slice at a time between groups.
              */
-            run_retention_slice(x);
+            run_background_slice(x);
         }
         /* Everything queued now goes into one transaction (group commit). */
         while (x->head != NULL && n < 256) {
@@ -602,6 +651,7 @@ static int store_start(struct fc_exporter *self, struct fc_host *host, struct fc
     o.id_cache_max_bytes = no_cap_is_none(x->cfg->id_cache_max_size);
     o.bundle_cache_max_bytes = no_cap_is_none(x->cfg->bundle_cache_max_size);
     o.rebuild_max_bytes = no_cap_is_none(x->cfg->rebuild_max_size);
+    o.rebuild_max_ns = x->cfg->rebuild_max_time; /* 0: none, for both */
 
     if (fc_store_open(&o, &x->store, err) != FC_OK) {
         return err->code;

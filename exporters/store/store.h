@@ -25,7 +25,8 @@ struct store_config {
     int64_t id_cache_max_size;
     int64_t bundle_cache_max_size;
     int64_t rebuild_max_size;
-    int sync; /* enum fc_store_sync, in the order of the schema's choices */
+    int64_t rebuild_max_time; /* ns */
+    int sync;                 /* enum fc_store_sync, in the order of the schema's choices */
     struct {
         const char *endpoint;
         struct fc_tls_server_config tls;
@@ -51,8 +52,8 @@ enum retention_step {
 
 /*
  * A retention pass under way. It runs on the writer thread in slices of
- * about RETENTION_SLICE_NS, between write groups, so that writes wait for
- * a slice at most rather than for the whole pass.
+ * about SLICE_NS, between write groups, so that writes wait for a slice at
+ * most rather than for the whole pass.
  */
 struct retention_run {
     bool running;
@@ -61,8 +62,7 @@ struct retention_run {
     int64_t forget_ns, bundle_ns; /* spent this pass, against their caps */
     uint64_t deleted;             /* windows, all steps */
     uint64_t forgot_pods, forgot_series;
-    int64_t slice_end_ns; /* CLOCK_MONOTONIC: when the last slice ended */
-    struct fc_error err;  /* the pass's last error (logged at its end) */
+    struct fc_error err; /* the pass's last error (logged at its end) */
 };
 
 /* A batch waiting for the writer; the exporting thread waits on `done`. */
@@ -102,13 +102,18 @@ struct store_exporter {
     _Atomic int64_t *open_bytes, *open_max_bytes, *log_bytes, *log_file_bytes, *log_damaged;
     _Atomic int64_t *id_cache_bytes, *id_cache_max_bytes, *id_cache_hits, *id_cache_misses;
     _Atomic int64_t *bundle_cache_bytes, *bundle_cache_max_bytes;
-    _Atomic int64_t *rebuilds_deferred, *rebuild_max_bytes, *rebuild_peak_bytes;
+    _Atomic int64_t *rebuilds_deferred, *rebuild_max_bytes, *rebuild_peak_bytes, *rebuild_slices;
     _Atomic int64_t *refused[FC_STORE_FAILURE_KINDS]; /* writes refused, by cause */
     uint64_t refused_seen[FC_STORE_FAILURE_KINDS];    /* the store's counts already added */
     int64_t next_retention_ns;                        /* CLOCK_MONOTONIC */
     struct retention_run retention;                   /* the writer's */
+    /* Background work (deferred rebuilds, retention) in slices between write groups. */
+    int64_t slice_end_ns;     /* CLOCK_MONOTONIC: when the last slice ended */
+    int64_t rebuild_retry_ns; /* CLOCK_MONOTONIC: no rebuild slice before (one failed) */
+    bool last_slice_rebuilt;  /* the last slice built windows: retention's turn if due */
     /* Writer-thread log lines under a lasting failure: one per kind per minute. */
-    struct fc_log_limit log_limits[FC_STORE_FAILURE_KINDS + 2]; /* then retention, forget */
+    struct fc_log_limit
+        log_limits[FC_STORE_FAILURE_KINDS + 3]; /* then retention, forget, rebuild */
 };
 
 /* A growable list of u64: the work list of the (iterative) tree walks. */

@@ -58,13 +58,18 @@ def push(c, t, service="limits"):
     return http("POST", url, folded(), {"Content-Type": "text/plain"})
 
 
-def total_at(c, t, service="limits"):
-    """The stored cpu total of [t, t + 10) (one 10 s window)."""
-    q = {"query": '%s{service_name="%s"}' % (CPU, service), "from": str(t), "until": str(t + 10),
-         "format": "json"}
+def range_total(c, service, start, end):
+    """The stored cpu total of service over [start, end)."""
+    q = {"query": '%s{service_name="%s"}' % (CPU, service), "from": str(start),
+         "until": str(end), "format": "json"}
     status, _, body = http("GET", c.base + "/pyroscope/render?" + urllib.parse.urlencode(q))
     assert status == 200, body
     return json.loads(body)["flamebearer"]["numTicks"]
+
+
+def total_at(c, t, service="limits"):
+    """The stored cpu total of [t, t + 10) (one 10 s window)."""
+    return range_total(c, service, t, t + 10)
 
 
 def select_series(c, step, json_=True, start=None, end=None):
@@ -205,6 +210,42 @@ class CacheGaugesTest(unittest.TestCase):
             self.assertEqual(c.metric("flamecol_store_log_file_bytes", label), size)
             self.assertGreater(c.metric("flamecol_store_log_bytes", label), 0)
             self.assertLess(c.metric("flamecol_store_log_bytes", label), size)
+
+
+# The caps above, with one window a flush (rebuild_max_time instead of rebuild_max_size).
+SLICED = CAPS.replace("rebuild_max_size: 7MiB", "rebuild_max_time: 1ns")
+
+
+class RebuildSlicesTest(unittest.TestCase):
+    def test_windows_past_rebuild_max_time_are_built_between_write_groups(self):
+        # Six services' profiles 3 h ago, then one now: their 100 s, 1000 s
+        # and 10^4 s windows close together. rebuild_max_time: 1ns lets a
+        # flush build one (so its peak stays one window's bytes), and the
+        # writer builds the rest in slices before any timed flush would:
+        # the slices counted, none left waiting, each service's total as
+        # pushed (PUSH_TOTAL by hand) over the hour and over the 3 h.
+        with Collector(SLICED) as c:
+            label = 'exporter="store"'
+            t0 = (int(time.time()) - 3 * 3600) // 10000 * 10000 + 5
+            for i in range(6):
+                status, _, body = push(c, t0, service="sliced%d" % i)
+                self.assertEqual(status, 200, body)
+            status, _, body = push(c, int(time.time()) - 5, service="closer")
+            self.assertEqual(status, 200, body)
+            # Timed flushes alone (one window each, every 2 s) would take about 40 s.
+            deadline = time.monotonic() + 60
+            while (c.metric("flamecol_store_rebuild_slices_total", label) or 0) == 0 or \
+                    c.metric("flamecol_store_rebuilds_deferred", label) != 0:
+                self.assertLess(time.monotonic(), deadline, c.log())
+                for i in range(6):
+                    self.assertEqual(range_total(c, "sliced%d" % i, t0 - 5, t0 + 3595),
+                                     PUSH_TOTAL)
+                time.sleep(0.05)
+            self.assertLess(c.metric("flamecol_store_rebuild_peak_bytes", label), 8 * 4096)
+            for i in range(6):
+                self.assertEqual(range_total(c, "sliced%d" % i, t0 - 5, t0 + 9995), PUSH_TOTAL)
+                self.assertEqual(range_total(c, "sliced%d" % i, t0 - 5, t0 + 3595), PUSH_TOTAL)
+            self.assertEqual(c.stop(), 0, c.log())
 
 
 class FullStoreTest(unittest.TestCase):

@@ -4247,7 +4247,7 @@ static void test_second_open_is_refused(void **state)
 
 /* The store in dir/name, flushing only when asked (or when closed). */
 /* rebuild_max_bytes of the stores open_unflushed opens (0: the library's default). */
-static int64_t unflushed_rebuild_max;
+static int64_t unflushed_rebuild_max, unflushed_rebuild_max_ns;
 
 static struct fc_store *open_unflushed(const char *name)
 {
@@ -4262,6 +4262,7 @@ static struct fc_store *open_unflushed(const char *name)
     o.open_max_bytes = 1LL << 30;
     o.flush_interval_ns = 1000000LL * 1000000000LL;
     o.rebuild_max_bytes = unflushed_rebuild_max;
+    o.rebuild_max_ns = unflushed_rebuild_max_ns;
     if (fc_store_open(&o, &s, &err) != FC_OK) {
         fail_msg("%s", err.msg);
     }
@@ -5004,8 +5005,8 @@ static void coarse_state(const char *name, struct fc_buf *out, int *nodes)
             size_t tn = strnlen(k.mv_data, k.mv_size);
             const uint8_t *kb = k.mv_data;
             int level;
-            if (k.mv_size != tn + 14) {
-                continue; /* not a window (meta-like keys) */
+            if (k.mv_size != tn + 14 || strcmp(k.mv_data, "aside") == 0) {
+                continue; /* not a window (meta-like keys), or a test's writes aside */
             }
             level = kb[tn + 5];
             if (level < 1) {
@@ -5055,11 +5056,15 @@ static void coarse_state(const char *name, struct fc_buf *out, int *nodes)
  * by hand) after every flush; once none waits, the windows and dirty keys
  * are byte for byte those of the same writes flushed once without a budget.
  * fc_store_flush_before flushes until none waits (here: the same windows).
+ * rebuild_max_ns of 1 ns does the same as the byte budget (one window a
+ * flush, the clock checked after each); fc_store_rebuild_deferred builds
+ * them one a call too and leaves the open windows open (a profile of
+ * tenant "aside" written meanwhile stays open, answered from there).
  */
 static void test_rebuilds_past_their_budget_wait(void **state)
 {
-    static const char *const names[] = {"budget-none", "budget-1", "budget-before",
-                                        "budget-compact"};
+    static const char *const names[] = {"budget-none",    "budget-1",    "budget-before",
+                                        "budget-compact", "budget-time", "rebuild-only"};
     struct fc_buf want, got;
     int want_nodes = 0;
     struct fc_selector sel;
@@ -5072,11 +5077,12 @@ static void test_rebuilds_past_their_budget_wait(void **state)
     q.tenant = "w";
     q.selector = &sel;
     fc_buf_init(&want, 0);
-    for (int run = 0; run < 4; run++) {
+    for (int run = 0; run < 6; run++) {
         struct fc_store *s2;
         int64_t deferred, flushes = 1;
         int nodes;
-        unflushed_rebuild_max = run == 0 ? -1 : 1;
+        unflushed_rebuild_max = run == 0 || run >= 4 ? -1 : 1;
+        unflushed_rebuild_max_ns = run >= 4 ? 1 : 0;
         s2 = open_unflushed(names[run]);
         for (int pod = 0; pod < 4; pod++) {
             struct fc_batch *b = load_pod(pod, pod < 3 ? BASE + 5 : BASE + 200000, "w");
@@ -5112,7 +5118,37 @@ static void test_rebuilds_past_their_budget_wait(void **state)
             assert_true(want_nodes >= 12); /* 3 pods x levels 1-4, their service's too */
             continue;
         }
-        if (run == 1) {
+        if (run == 5) {
+            struct fc_batch *b = load_pod(9, BASE + 5, "aside");
+            int64_t open;
+            assert_int_equal(fc_store_write(s2, &b, 1, &err), FC_OK);
+            fc_batch_unref(b);
+            open = fc_store_open_bytes(s2);
+            assert_true(open > 0);
+            assert_true(deferred >= 11);
+            for (; deferred > 0; deferred--) {
+                int want_rc = deferred > 1 ? FC_EAGAIN : FC_OK;
+                assert_int_equal(fc_store_rebuild_deferred(s2, INT64_MAX, &err), want_rc);
+                assert_int_equal(fc_store_rebuilds_deferred(s2), deferred - 1);
+                assert_int_equal(fc_store_open_bytes(s2), open); /* left open */
+                assert_int_equal(range_total(s2, &q, BASE, BASE + 100000), 3 * GO_CPU_TOTAL);
+                assert_int_equal(range_total(s2, &q, BASE, BASE + 300000), 4 * GO_CPU_TOTAL);
+                q.tenant = "aside";
+                assert_int_equal(range_total(s2, &q, BASE, BASE + 100000), GO_CPU_TOTAL);
+                q.tenant = "w";
+            }
+            assert_int_equal(fc_store_rebuild_deferred(s2, INT64_MAX, &err), FC_OK);
+            assert_int_equal(fc_store_flush(s2, &err), FC_OK); /* now "aside" is written */
+            assert_int_equal(fc_store_open_bytes(s2), 0);
+            for (int more = 0; fc_store_rebuilds_deferred(s2) > 0; more++) {
+                assert_true(more < 10); /* its own closed windows, one a flush */
+                assert_int_equal(fc_store_flush(s2, &err), FC_OK);
+            }
+            q.tenant = "aside";
+            assert_int_equal(range_total(s2, &q, BASE, BASE + 100000), GO_CPU_TOTAL);
+            q.tenant = "w";
+        }
+        if (run == 1 || run == 4) {
             assert_true(deferred >= 11);
             for (;;) {
                 assert_int_equal(range_total(s2, &q, BASE, BASE + 1000), 3 * GO_CPU_TOTAL);
@@ -5149,6 +5185,68 @@ static void test_rebuilds_past_their_budget_wait(void **state)
         fc_buf_release(&got);
     }
     fc_buf_release(&want);
+    fc_selector_release(&sel);
+}
+
+/*
+ * Deletion by age in the compacted past marks the windows above what it
+ * deleted dirty (10^3 s to 10^6 s); their rebuilds keep the flush's budget
+ * like any other (only compacted 100 s windows are built whatever it), so
+ * one flush never builds them all at once. Three pods' profiles at BASE + 5
+ * and BASE + 1005, compacted to BASE + 10^5 s; deleting before BASE + 500
+ * takes the first three: GO_CPU_TOTAL by hand for each left.
+ */
+static void test_deleted_past_rebuilt_within_budget(void **state)
+{
+    struct fc_selector sel;
+    struct fc_store_query q = {0};
+    struct fc_error err = {0};
+    struct fc_store *s2;
+    uint64_t deleted;
+
+    (void)state;
+    assert_int_equal(fc_selector_parse("process_cpu:cpu:nanoseconds:cpu:nanoseconds{}", &sel, &err),
+                     FC_OK);
+    q.tenant = "w";
+    q.selector = &sel;
+    unflushed_rebuild_max = -1;
+    unflushed_rebuild_max_ns = 1; /* one window a flush */
+    s2 = open_unflushed("deleted-past");
+    for (int pod = 0; pod < 4; pod++) {
+        for (int i = 0; i < (pod < 3 ? 2 : 1); i++) {
+            struct fc_batch *b = load_pod(pod, pod < 3 ? BASE + 5 + 1000 * i : BASE + 200000, "w");
+            assert_int_equal(fc_store_write(s2, &b, 1, &err), FC_OK);
+            fc_batch_unref(b);
+        }
+    }
+    assert_int_equal(fc_store_compact_before(s2, BASE + 100000, 0, &deleted, &err), FC_OK);
+    assert_int_equal(fc_store_rebuilds_deferred(s2), 0);
+    fc_store_close(s2);
+
+    s2 = open_unflushed("deleted-past"); /* the peak counts from the open */
+    assert_int_equal(fc_store_delete_before(s2, BASE + 500, 0, &deleted, &err), FC_OK);
+    assert_int_equal(deleted, 3 + 1); /* three pods' 100 s windows and their service's */
+    /*
+     * Dirty above each of the four: 10^3 s to 10^7 s. Closed (the newest
+     * profile at BASE + 200,000 s): 10^3 s to 10^5 s. One a flush, the rest
+     * wait, the answers exact throughout.
+     */
+    for (int64_t waiting = 3 * 4 - 1; waiting >= 0; waiting--) {
+        assert_int_equal(range_total(s2, &q, BASE, BASE + 1000), 0);
+        assert_int_equal(range_total(s2, &q, BASE, BASE + 10000), 3 * GO_CPU_TOTAL);
+        assert_int_equal(range_total(s2, &q, BASE - 10000000, BASE + 10000000), 4 * GO_CPU_TOTAL);
+        assert_int_equal(timeline_bucket(s2, &q, 1000, 0), 0);
+        assert_int_equal(timeline_bucket(s2, &q, 1000, 1), 3 * GO_CPU_TOTAL);
+        assert_int_equal(fc_store_flush(s2, &err), FC_OK);
+        assert_int_equal(fc_store_rebuilds_deferred(s2), waiting);
+        /* A page and one window's tree at most (under 8 pages), never all of them at once. */
+        assert_true(fc_store_rebuild_peak_bytes(s2) > 0);
+        assert_true(fc_store_rebuild_peak_bytes(s2) < 8 * 4096);
+    }
+    assert_int_equal(timeline_bucket(s2, &q, 1000000, 0), 4 * GO_CPU_TOTAL);
+    fc_store_close(s2);
+    unflushed_rebuild_max = 0;
+    unflushed_rebuild_max_ns = 0;
     fc_selector_release(&sel);
 }
 
@@ -5543,6 +5641,7 @@ int main(void)
         cmocka_unit_test(test_two_child_windows_are_sums),
         cmocka_unit_test(test_coarse_windows_built_once_closed),
         cmocka_unit_test(test_rebuilds_past_their_budget_wait),
+        cmocka_unit_test(test_deleted_past_rebuilt_within_budget),
         cmocka_unit_test(test_coarse_windows_against_a_model),
         cmocka_unit_test(test_id_cache),
         cmocka_unit_test(test_span_entries_through_the_log),
