@@ -5251,6 +5251,131 @@ static void test_deleted_past_rebuilt_within_budget(void **state)
 }
 
 /*
+ * A flush of the open windows (fc_store_flush_open: past their cap) becomes
+ * a whole flush when one of them is a compacted 100 s window, which is
+ * merged only after the rebuilds: it keeps rebuild_max_ns like any flush.
+ * As in test_deleted_past_rebuilt_within_budget, deletion by age leaves
+ * 3 x 4 closed windows dirty in the compacted past (10^3 s to 10^5 s);
+ * then pod 0 writes at BASE + 50 (compacted: into its open 100 s window,
+ * whose dirty ancestors are among the twelve). With 1 ns, the flush builds
+ * one window and 11 wait; the profile is counted once throughout.
+ */
+static void test_flush_open_keeps_rebuild_max_time(void **state)
+{
+    struct fc_selector sel;
+    struct fc_store_query q = {0};
+    struct fc_error err = {0};
+    struct fc_store *s2;
+    struct fc_batch *b;
+    uint64_t deleted;
+
+    (void)state;
+    assert_int_equal(fc_selector_parse("process_cpu:cpu:nanoseconds:cpu:nanoseconds{}", &sel, &err),
+                     FC_OK);
+    q.tenant = "w";
+    q.selector = &sel;
+    unflushed_rebuild_max = -1;
+    unflushed_rebuild_max_ns = 1; /* one window a flush */
+    s2 = open_unflushed("open-past-budget");
+    for (int pod = 0; pod < 4; pod++) {
+        for (int i = 0; i < (pod < 3 ? 2 : 1); i++) {
+            b = load_pod(pod, pod < 3 ? BASE + 5 + 1000 * i : BASE + 200000, "w");
+            assert_int_equal(fc_store_write(s2, &b, 1, &err), FC_OK);
+            fc_batch_unref(b);
+        }
+    }
+    assert_int_equal(fc_store_compact_before(s2, BASE + 100000, 0, &deleted, &err), FC_OK);
+    fc_store_close(s2);
+    s2 = open_unflushed("open-past-budget"); /* the peak counts from the open */
+    assert_int_equal(fc_store_delete_before(s2, BASE + 500, 0, &deleted, &err), FC_OK);
+    assert_int_equal(deleted, 3 + 1);
+    b = load_pod(0, BASE + 50, "w");
+    assert_int_equal(fc_store_write(s2, &b, 1, &err), FC_OK);
+    fc_batch_unref(b);
+    assert_true(fc_store_open_bytes(s2) > 0);
+    assert_int_equal(range_total(s2, &q, BASE, BASE + 1000), GO_CPU_TOTAL); /* open */
+    assert_int_equal(fc_store_flush_open(s2, &err), FC_OK);
+    assert_int_equal(fc_store_open_bytes(s2), 0); /* written: a whole flush */
+    assert_int_equal(fc_store_rebuilds_deferred(s2), 3 * 4 - 1);
+    assert_true(fc_store_rebuild_peak_bytes(s2) < 8 * 4096);
+    assert_int_equal(range_total(s2, &q, BASE, BASE + 1000), GO_CPU_TOTAL);
+    assert_int_equal(range_total(s2, &q, BASE - 10000000, BASE + 10000000), 5 * GO_CPU_TOTAL);
+    fc_store_close(s2);
+    unflushed_rebuild_max = 0;
+    unflushed_rebuild_max_ns = 0;
+    fc_selector_release(&sel);
+}
+
+/*
+ * fc_store_rebuild_deferred while the open windows hold a profile under the
+ * very windows it rebuilds (pod 0 again at BASE + 5, tenant "w"): the
+ * windows are built from LMDB alone, the profile stays open and is counted
+ * once, before and after the flush that writes it (GO_CPU_TOTAL by hand:
+ * four at BASE + 5, one at BASE + 200,000).
+ */
+static void test_rebuild_deferred_under_open_profiles(void **state)
+{
+    struct fc_selector sel;
+    struct fc_store_query q = {0};
+    struct fc_error err = {0};
+    struct fc_store *s2;
+    struct fc_batch *b;
+    int64_t deferred, open;
+
+    (void)state;
+    assert_int_equal(fc_selector_parse("process_cpu:cpu:nanoseconds:cpu:nanoseconds{}", &sel, &err),
+                     FC_OK);
+    q.tenant = "w";
+    q.selector = &sel;
+    unflushed_rebuild_max = -1;
+    unflushed_rebuild_max_ns = 1;
+    s2 = open_unflushed("rebuild-under-open");
+    for (int pod = 0; pod < 4; pod++) {
+        b = load_pod(pod, pod < 3 ? BASE + 5 : BASE + 200000, "w");
+        assert_int_equal(fc_store_write(s2, &b, 1, &err), FC_OK);
+        fc_batch_unref(b);
+    }
+    assert_int_equal(fc_store_flush(s2, &err), FC_OK);
+    deferred = fc_store_rebuilds_deferred(s2);
+    assert_true(deferred >= 11);
+    b = load_pod(0, BASE + 5, "w");
+    assert_int_equal(fc_store_write(s2, &b, 1, &err), FC_OK);
+    fc_batch_unref(b);
+    open = fc_store_open_bytes(s2);
+    assert_true(open > 0);
+    for (; deferred > 0; deferred--) {
+        assert_int_equal(fc_store_rebuild_deferred(s2, INT64_MAX, &err),
+                         deferred > 1 ? FC_EAGAIN : FC_OK);
+        assert_int_equal(fc_store_rebuilds_deferred(s2), deferred - 1);
+        assert_int_equal(fc_store_open_bytes(s2), open);
+        assert_int_equal(range_total(s2, &q, BASE, BASE + 10), 4 * GO_CPU_TOTAL);
+        assert_int_equal(range_total(s2, &q, BASE, BASE + 1000), 4 * GO_CPU_TOTAL);
+        assert_int_equal(range_total(s2, &q, BASE, BASE + 100000), 4 * GO_CPU_TOTAL);
+        assert_int_equal(range_total(s2, &q, BASE, BASE + 300000), 5 * GO_CPU_TOTAL);
+        assert_int_equal(timeline_bucket(s2, &q, 100000, 0), 4 * GO_CPU_TOTAL);
+    }
+    for (int more = 0;; more++) {
+        assert_true(more < 20);
+        assert_int_equal(fc_store_flush(s2, &err), FC_OK);
+        assert_int_equal(range_total(s2, &q, BASE, BASE + 1000), 4 * GO_CPU_TOTAL);
+        assert_int_equal(range_total(s2, &q, BASE, BASE + 300000), 5 * GO_CPU_TOTAL);
+        if (fc_store_rebuilds_deferred(s2) == 0) {
+            break;
+        }
+    }
+    assert_int_equal(fc_store_open_bytes(s2), 0);
+    assert_int_equal(timeline_bucket(s2, &q, 100000, 0), 4 * GO_CPU_TOTAL);
+    fc_store_close(s2);
+    s2 = open_unflushed("rebuild-under-open");
+    assert_int_equal(range_total(s2, &q, BASE, BASE + 100000), 4 * GO_CPU_TOTAL);
+    assert_int_equal(range_total(s2, &q, BASE, BASE + 300000), 5 * GO_CPU_TOTAL);
+    fc_store_close(s2);
+    unflushed_rebuild_max = 0;
+    unflushed_rebuild_max_ns = 0;
+    fc_selector_release(&sel);
+}
+
+/*
  * The coarse windows' every form against a model: random writes of the
  * go-1s-cpu profile (GO_CPU_TOTAL each, by hand) around six random points
  * over 46 days, by three pods of one service, mixed with timed flushes, cap
@@ -5642,6 +5767,8 @@ int main(void)
         cmocka_unit_test(test_coarse_windows_built_once_closed),
         cmocka_unit_test(test_rebuilds_past_their_budget_wait),
         cmocka_unit_test(test_deleted_past_rebuilt_within_budget),
+        cmocka_unit_test(test_flush_open_keeps_rebuild_max_time),
+        cmocka_unit_test(test_rebuild_deferred_under_open_profiles),
         cmocka_unit_test(test_coarse_windows_against_a_model),
         cmocka_unit_test(test_id_cache),
         cmocka_unit_test(test_span_entries_through_the_log),
