@@ -341,15 +341,21 @@ static int delete_pass(struct fc_store *s, struct retention_pass *p, int64_t cut
         /*
          * The open windows go into LMDB first, so that none outlives the
          * deletion, and dirty coarse windows are built, so that the pages a
-         * trim counts next are all there is. Should that fail (a full disk),
-         * deleting still goes ahead: freeing space matters more than an open
-         * window past the cutoff.
+         * trim counts next are all there is (a trim's pass has no budget:
+         * all of them). Should that fail (a full disk), deleting still goes
+         * ahead: freeing space matters more than an open window past the
+         * cutoff. With a budget, the windows still waiting once it is spent
+         * (the writes between slices keep closing more) are left to the
+         * writer's rebuild slices, and the next call deletes: a window left
+         * dirty is rebuilt from what is left of its children, and one that
+         * ends by the cutoff goes as it is.
          */
-        if ((fc_store_open_bytes(s) > 0 || atomic_load(&s->dirty)) &&
-            fc_store_flush_until(s, INT64_MIN, until, &ignored) == FC_EAGAIN) {
-            return FC_EAGAIN; /* rebuilds wait still: the next call goes on with them */
-        }
+        bool waiting = (fc_store_open_bytes(s) > 0 || atomic_load(&s->dirty)) &&
+                       fc_store_flush_until(s, INT64_MIN, until, &ignored) == FC_EAGAIN;
         p->step = 0;
+        if (waiting) {
+            return FC_EAGAIN; /* the open windows are written: the next call deletes */
+        }
     }
     /* The compaction cutoff as it is now: it only moves on, and 100 s windows before it stay. */
     d = (struct doomed){p->cutoff_s, FC_STORE_LEVELS - 1, true, atomic_load(&s->coarse_before)};
@@ -403,10 +409,10 @@ int fc_store_compact_before(struct fc_store *s, int64_t cutoff_s, int64_t budget
      * Dirty windows ending by the cutoff are rebuilt from their 10 s windows
      * before these go, closed or not: first in flushes within the rebuild
      * budget (store_flush.c), over as many calls as it takes; every flush
-     * after the cutoff moved builds whatever it finds there at once (writes
-     * committed from there on, between the calls of this pass too, merge
-     * into such 100 s windows directly: store_write.c), so the last finds
-     * none.
+     * after the cutoff moved builds the 100 s windows it finds there at once
+     * (writes committed from there on, between the calls of this pass too,
+     * merge into them directly: store_write.c), so the last finds none; the
+     * windows above them keep the budget (built from the 100 s windows).
      */
     if (p->step == COMPACT_FLUSH &&
         (rc = fc_store_flush_until(s, p->cutoff_s, until, err)) == FC_OK) {

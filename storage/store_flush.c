@@ -162,10 +162,10 @@ static int64_t newest_end(const struct fc_store *s)
 /*
  * Whether a dirty window is due whatever its grace: ending by before_s, or
  * a start far off the clock (a damaged key: rebuilt at once, as every dirty
- * window was before). With before_s at coarse_before (the compacted past,
- * whose 10 s windows are gone or about to go) it is built whatever the
- * flush's budget too: the open 100 s windows merged after level 1 go into
- * it. Its children end by then too, so none of them is left for later.
+ * window was before). A 100 s window with before_s at coarse_before (the
+ * compacted past, whose 10 s windows are gone or about to go) is built
+ * whatever the flush's budget too (flush()): the open 100 s windows merged
+ * after level 1 go into it; the windows above it keep the budget.
  */
 static bool due_whatever(int level, int64_t start, int64_t before_s)
 {
