@@ -5233,6 +5233,28 @@ static void one_a_flush_done(struct fc_store *s2, struct fc_selector *sel)
 }
 
 /*
+ * one_a_flush with twice, compacted to BASE + 10^5 s (everything built),
+ * reopened (the rebuild peak counts from the open), then deletion by age
+ * before BASE + 500: the first three pods' 100 s windows at BASE and their
+ * service's go, and the windows above them are left dirty.
+ */
+static struct fc_store *one_a_flush_deleted(const char *name, struct fc_selector *sel,
+                                            struct fc_store_query *q)
+{
+    struct fc_error err = {0};
+    struct fc_store *s2 = one_a_flush(name, true, sel, q);
+    uint64_t deleted;
+
+    assert_int_equal(fc_store_compact_before(s2, BASE + 100000, 0, &deleted, &err), FC_OK);
+    assert_int_equal(fc_store_rebuilds_deferred(s2), 0);
+    fc_store_close(s2);
+    s2 = open_unflushed(name);
+    assert_int_equal(fc_store_delete_before(s2, BASE + 500, 0, &deleted, &err), FC_OK);
+    assert_int_equal(deleted, 3 + 1); /* three pods' 100 s windows and their service's */
+    return s2;
+}
+
+/*
  * Deletion by age in slices does not wait for every closed window to be
  * built: once its first slice has written the open windows, the next
  * deletes, the rebuilds still waiting (with rebuild_max_ns of 1 ns, one a
@@ -5294,17 +5316,9 @@ static void test_deleted_past_rebuilt_within_budget(void **state)
     struct fc_store_query q = {0};
     struct fc_error err = {0};
     struct fc_store *s2;
-    uint64_t deleted;
 
     (void)state;
-    s2 = one_a_flush("deleted-past", true, &sel, &q);
-    assert_int_equal(fc_store_compact_before(s2, BASE + 100000, 0, &deleted, &err), FC_OK);
-    assert_int_equal(fc_store_rebuilds_deferred(s2), 0);
-    fc_store_close(s2);
-
-    s2 = open_unflushed("deleted-past"); /* the peak counts from the open */
-    assert_int_equal(fc_store_delete_before(s2, BASE + 500, 0, &deleted, &err), FC_OK);
-    assert_int_equal(deleted, 3 + 1); /* three pods' 100 s windows and their service's */
+    s2 = one_a_flush_deleted("deleted-past", &sel, &q);
     /*
      * Dirty above each of the four: 10^3 s to 10^7 s. Closed (the newest
      * profile at BASE + 200,000 s): 10^3 s to 10^5 s. One a flush, the rest
@@ -5343,15 +5357,9 @@ static void test_flush_open_keeps_rebuild_max_time(void **state)
     struct fc_error err = {0};
     struct fc_store *s2;
     struct fc_batch *b;
-    uint64_t deleted;
 
     (void)state;
-    s2 = one_a_flush("open-past-budget", true, &sel, &q);
-    assert_int_equal(fc_store_compact_before(s2, BASE + 100000, 0, &deleted, &err), FC_OK);
-    fc_store_close(s2);
-    s2 = open_unflushed("open-past-budget"); /* the peak counts from the open */
-    assert_int_equal(fc_store_delete_before(s2, BASE + 500, 0, &deleted, &err), FC_OK);
-    assert_int_equal(deleted, 3 + 1);
+    s2 = one_a_flush_deleted("open-past-budget", &sel, &q);
     b = load_pod(0, BASE + 50, "w");
     assert_int_equal(fc_store_write(s2, &b, 1, &err), FC_OK);
     fc_batch_unref(b);
