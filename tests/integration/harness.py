@@ -10,6 +10,7 @@ import random
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import unittest
@@ -19,15 +20,21 @@ import urllib.request
 BIN = os.environ.get("FLAMECOL_BIN", "build/flamecol")
 
 # scripts/mutations sets FLAMECOL_FAILFAST: a planted bug is caught at the first failing
-# test case, so the rest of the file need not run.
-if os.environ.get("FLAMECOL_FAILFAST"):
+# test case, so the rest of the file need not run. It sets FC_TEST_FILTER from a planted
+# bug's "# only:" line: only the test cases whose names hold it (unittest's -k) run.
+_FAILFAST = os.environ.get("FLAMECOL_FAILFAST")
+_ONLY = os.environ.get("FC_TEST_FILTER")
+if _FAILFAST or _ONLY:
     _main = unittest.main
 
-    def _failfast_main(*args, **kwargs):
-        kwargs.setdefault("failfast", True)
+    def _narrowed_main(*args, **kwargs):
+        if _FAILFAST:
+            kwargs.setdefault("failfast", True)
+        if _ONLY:
+            kwargs.setdefault("argv", sys.argv + ["-k", _ONLY])
         return _main(*args, **kwargs)
 
-    unittest.main = _failfast_main
+    unittest.main = _narrowed_main
 CORPUS = os.environ.get("FLAMECOL_CORPUS", os.path.join("..", "shared", "corpus"))
 
 

@@ -4,11 +4,24 @@
 #include "storage/store.h"
 
 #include <dirent.h>
-#include <lmdb.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <cmocka.h>
+#include <lmdb.h>
 #include <xxhash.h>
+
+void fc_test_filter_from_env(void)
+{
+    const char *only = getenv("FC_TEST_FILTER");
+
+    if (only != NULL && only[0] != '\0') {
+        cmocka_set_test_filter(only);
+    }
+}
 
 uint8_t *fc_test_read(const char *path, size_t *len)
 {

@@ -9,6 +9,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/*
+ * When FC_TEST_FILTER is set (a glob of test function names: * and ?),
+ * only the tests it matches run: scripts/mutations sets it from a planted
+ * bug's "# only:" line, so that the test which catches the bug runs alone.
+ * Called by main() before cmocka_run_group_tests; a filter that matches
+ * nothing runs no test and passes.
+ */
+void fc_test_filter_from_env(void);
+
 /* Reads a whole file (malloc'd, NUL-terminated); NULL when missing. */
 uint8_t *fc_test_read(const char *path, size_t *len);
 /* The shared corpus directory (FLAMECOL_CORPUS, else ../shared/corpus). */

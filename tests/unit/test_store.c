@@ -5828,5 +5828,6 @@ int main(void)
         cmocka_unit_test(test_id_cache),
         cmocka_unit_test(test_span_entries_through_the_log),
     };
+    fc_test_filter_from_env();
     return cmocka_run_group_tests_name("store", tests, setup, teardown);
 }
