@@ -1,7 +1,7 @@
 /*
  * Short names for the protobuf-c structs of an OTLP profiles request, shared
- * by the OTLP decoder (formats/otlp.c) and the hand-written unpacker
- * (formats/otlp_unpack.c).
+ * by the OTLP decoder (formats/otlp_decode.c), the encoder
+ * (formats/otlp_encode.c) and the hand-written unpacker (formats/otlp_unpack.c).
  */
 #ifndef FC_FORMATS_OTLP_PB_H
 #define FC_FORMATS_OTLP_PB_H
@@ -33,5 +33,8 @@ typedef Opentelemetry__Proto__Collector__Profiles__V1development__ExportProfiles
     PbPartial;
 typedef Opentelemetry__Proto__Common__V1__ArrayValue PbArrayValue;
 typedef Opentelemetry__Proto__Common__V1__KeyValueList PbKeyValueList;
+
+/* A oneof case of AnyValue: ANY(STRING_VALUE), ANY(_NOT_SET), ... */
+#define ANY(x) OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_##x
 
 #endif

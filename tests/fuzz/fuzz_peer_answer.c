@@ -2,7 +2,7 @@
  * What a peer answers an exporter: google.rpc.Status (protobuf, JSON) with
  * RetryInfo, partial success (protobuf, JSON), Retry-After, and the HTTP /
  * gRPC classification built on them. The first byte picks the decoder, the
- * rest is the input. A decoded Status re-encoded by formats/otlp.c must
+ * rest is the input. A decoded Status re-encoded by formats/otlp_encode.c must
  * decode to the same code and delay.
  */
 #include "exporters/helper/client.h"
