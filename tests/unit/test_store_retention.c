@@ -311,38 +311,38 @@ static void test_compaction_rounds_old_ranges_out_to_100s(void **state)
  * max_size reached: writes are refused as retryable; retention (trim, as the
  * exporter runs it) deletes the oldest data and writes are accepted again.
  */
-static void test_full_store_recovers(void **state)
+/*
+ * A store with max_size 512 KiB (sync none) written until it refuses: profiles
+ * a minute apart from BASE, each 200 samples of one 3-frame stack (total 200
+ * each). *t is the next time, *last the newest written.
+ */
+static struct fc_store *full_store(const char *name, int64_t *t, int64_t *last)
 {
     char sub[256];
     struct fc_store_options o = {0};
     struct fc_store *s2;
     struct fc_error err = {0};
-    struct fc_selector sel;
-    struct fc_store_query q = {0};
     const int64_t max = 512 * 1024;
     int64_t values[200];
-    int64_t t = BASE, last = 0;
-    uint64_t deleted = 0;
     int written = 0, rc = FC_OK;
 
-    (void)state;
     for (int i = 0; i < 200; i++) {
         values[i] = 1;
     }
-    snprintf(sub, sizeof(sub), "%s/full", dir);
+    snprintf(sub, sizeof(sub), "%s/%s", dir, name);
     o.path = sub;
     o.sync = FC_SYNC_NONE;
     o.max_size = max;
     assert_int_equal(fc_store_open(&o, &s2, &err), FC_OK);
-    /* Profiles a minute apart, each 200 samples of one 3-frame stack: total 200 each. */
-    for (; written < 100000; written++, t += 60) {
-        struct fc_batch *b = stacks_batch("full", t, 3 + (uint32_t)(written % 50), 60, values, 200);
+    for (*t = BASE; written < 100000; written++, *t += 60) {
+        struct fc_batch *b =
+            stacks_batch("full", *t, 3 + (uint32_t)(written % 50), 60, values, 200);
         rc = fc_store_write(s2, &b, 1, &err);
         fc_batch_unref(b);
         if (rc != FC_OK) {
             break;
         }
-        last = t;
+        *last = *t;
     }
     assert_int_equal(rc, FC_EUNAVAIL);
     assert_true(fc_err_retryable(rc));
@@ -351,6 +351,36 @@ static void test_full_store_recovers(void **state)
     assert_true(fc_store_full(s2));
     assert_true(fc_store_failures(s2, FC_STORE_FULL) >= 1);
     assert_true(fc_store_used_bytes(s2) >= max);
+    return s2;
+}
+
+/* One profile of total 200 at t: accepted (the store is not full). */
+static void accepted_again(struct fc_store *s2, int64_t t)
+{
+    int64_t values[200];
+    struct fc_error err = {0};
+    struct fc_batch *b;
+
+    for (int i = 0; i < 200; i++) {
+        values[i] = 1;
+    }
+    b = stacks_batch("full", t, 3, 60, values, 200);
+    assert_int_equal(fc_store_write(s2, &b, 1, &err), FC_OK);
+    fc_batch_unref(b);
+}
+
+static void test_full_store_recovers(void **state)
+{
+    struct fc_store *s2;
+    struct fc_error err = {0};
+    struct fc_selector sel;
+    struct fc_store_query q = {0};
+    const int64_t max = 512 * 1024;
+    int64_t t, last = 0;
+    uint64_t deleted = 0;
+
+    (void)state;
+    s2 = full_store("full", &t, &last);
     assert_int_equal(fc_selector_parse("process_cpu:cpu:nanoseconds:cpu:nanoseconds{}", &sel, &err),
                      FC_OK);
     q.tenant = "lim";
@@ -362,23 +392,33 @@ static void test_full_store_recovers(void **state)
     assert_true(fc_store_used_bytes(s2) <= max / 10 * 8);
     assert_int_equal(range_total(s2, &q, BASE, BASE + 10), 0);   /* the oldest went */
     assert_int_equal(range_total(s2, &q, last, last + 10), 200); /* the newest stayed */
-    {
-        struct fc_batch *b = stacks_batch("full", t, 3, 60, values, 200);
-        assert_int_equal(fc_store_write(s2, &b, 1, &err), FC_OK); /* accepted again */
-        fc_batch_unref(b);
-    }
+    accepted_again(s2, t);
     assert_int_equal(range_total(s2, &q, t, t + 10), 200);
     fc_selector_release(&sel);
     fc_store_close(s2);
 }
 
 /*
- * Near max_size, writes flush the open windows without building the coarse
- * windows above them (store_write.c): those are built by the next timed
- * flush. A trim measures the store with them built, or it stops under low
- * and the next flush takes the store past high again, and the next trim
- * deletes what the first one kept (here no timed flush comes: an hour apart).
+ * Deletion by age frees a full store at once: the bytes in use that refuse
+ * writes are measured again when it ends, not at the next flush or write.
  */
+static void test_full_store_recovers_by_age(void **state)
+{
+    struct fc_store *s2;
+    struct fc_error err = {0};
+    int64_t t, last = 0;
+    uint64_t deleted = 0;
+
+    (void)state;
+    s2 = full_store("full_age", &t, &last);
+    /* Everything older than the newest hour goes (compaction aside: windows of every level). */
+    assert_int_equal(fc_store_delete_before(s2, last - 3600, 0, &deleted, &err), FC_OK);
+    assert_true(deleted > 0);
+    assert_false(fc_store_full(s2));
+    accepted_again(s2, t);
+    fc_store_close(s2);
+}
+
 static void test_trim_counts_coarse_windows_built(void **state)
 {
     (void)state;
@@ -429,6 +469,7 @@ int main(void)
         cmocka_unit_test(test_retention_deletes_old_windows_and_frees_pages),
         cmocka_unit_test(test_retention_deletes_old_trace_entries),
         cmocka_unit_test(test_full_store_recovers),
+        cmocka_unit_test(test_full_store_recovers_by_age),
     };
     fc_test_filter_from_env();
     return cmocka_run_group_tests_name("store_retention", tests, fixture_setup, fixture_teardown);
