@@ -582,14 +582,7 @@ static void *c_client_run(void *arg)
             fd = bench_connect(c_port);
             continue;
         }
-        if (c->n == c->cap) {
-            c->cap = c->cap ? c->cap * 2 : 4096;
-            c->lat = realloc(c->lat, c->cap * sizeof(int64_t));
-            if (c->lat == NULL) {
-                exit(1);
-            }
-        }
-        c->lat[c->n++] = fc_now_mono_ns() - t0;
+        bench_lat_push(&c->lat, &c->n, &c->cap, fc_now_mono_ns() - t0);
     }
     if (fd >= 0) {
         close(fd);

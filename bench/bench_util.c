@@ -60,6 +60,18 @@ void bench_run_clients(void *(*fn)(void *), int n, uintptr_t arg_step, double se
     *cpu = bench_cpu_of(pid) - c0;
 }
 
+void bench_lat_push(int64_t **lat, size_t *n, size_t *cap, int64_t v)
+{
+    if (*n == *cap) {
+        *cap = *cap ? *cap * 2 : 4096;
+        *lat = realloc(*lat, *cap * sizeof(int64_t));
+        if (*lat == NULL) {
+            exit(1);
+        }
+    }
+    (*lat)[(*n)++] = v;
+}
+
 double bench_cpu_of(pid_t pid)
 {
     char path[64], buf[4096];
@@ -240,6 +252,12 @@ size_t bench_load_corpus(const char *dir, uint8_t **data, size_t *len, size_t ma
 
 size_t bench_otlp_requests(const char *dir, struct bench_otlp_request *reqs, size_t max)
 {
+    return bench_otlp_requests_of(dir, reqs, max, "bench", NULL, 0);
+}
+
+size_t bench_otlp_requests_of(const char *dir, struct bench_otlp_request *reqs, size_t max,
+                              const char *service, const char *pod, int64_t time_ns)
+{
     uint8_t *files[64];
     size_t lens[64];
     size_t n = bench_load_corpus(dir, files, lens, max < 64 ? max : 64);
@@ -254,7 +272,13 @@ size_t bench_otlp_requests(const char *dir, struct bench_otlp_request *reqs, siz
             fprintf(stderr, "corpus: %s\n", err.msg);
             exit(1);
         }
-        fc_profile_set_label(b, p, "service_name", "bench");
+        fc_profile_set_label(b, p, "service_name", service);
+        if (pod != NULL) {
+            fc_profile_set_label(b, p, "pod", pod);
+        }
+        if (time_ns != 0) {
+            p->time_ns = time_ns;
+        }
         fc_buf_init(&out, 0);
         fc_otlp_encode(b, &out, &err);
         reqs[n_reqs].data = fc_buf_detach(&out, &reqs[n_reqs].len);

@@ -31,6 +31,8 @@ int bench_http_post(int fd, const char *path, const char *content_type, const ui
  */
 void bench_run_clients(void *(*fn)(void *), int n, uintptr_t arg_step, double seconds,
                        _Atomic int *stop, pid_t pid, double *wall, double *cpu);
+/* Appends v to the growing array *lat (*n used of *cap); exits when out of memory. */
+void bench_lat_push(int64_t **lat, size_t *n, size_t *cap, int64_t v);
 /* rm -rf dir (a temporary directory of the bench's); 0, or -1 said on stderr. */
 int bench_remove_dir(const char *dir);
 /* Every *.pb.gz of dir, read whole; returns the count (at most max). */
@@ -45,6 +47,9 @@ struct bench_otlp_request {
 };
 /* Fills reqs (at most max) from dir's *.pb.gz; exits when there are none. */
 size_t bench_otlp_requests(const char *dir, struct bench_otlp_request *reqs, size_t max);
+/* The same with the given service_name, unless NULL a `pod` label, unless 0 this time. */
+size_t bench_otlp_requests_of(const char *dir, struct bench_otlp_request *reqs, size_t max,
+                              const char *service, const char *pod, int64_t time_ns);
 
 /*
  * One unary Export call with gRPC core's client API; returns the gRPC status.
