@@ -1,8 +1,9 @@
 /*
  * What the store's test programs test_store_read, _labels, _index,
- * _retention, _windows and _write share: a directory of their own for the
- * run, stores in it, the corpus's Go profiles as written there, queries by
- * hand and LMDB read and written directly.
+ * _retention, _windows and _write (and, through bundle_fixture.h,
+ * test_store_bundle, _bundle_retention and _bundle_pack) share: a directory
+ * of their own for the run, stores in it, the corpus's Go profiles as
+ * written there, queries by hand and LMDB read and written directly.
  */
 #ifndef FC_STORE_FIXTURE_H
 #define FC_STORE_FIXTURE_H
