@@ -4,9 +4,11 @@ No fixed sleeps: a started collector is waited for on /ready, a stopped one
 with wait(). Everything a test needs is the real binary, real HTTP clients
 and the shared corpus.
 """
+import atexit
 import gzip
 import os
 import random
+import shutil
 import signal
 import socket
 import subprocess
@@ -167,11 +169,19 @@ def multipart(fields, boundary="flamecol-test-boundary"):
     return "multipart/form-data; boundary=" + boundary, out
 
 
+def scratch_dir(prefix):
+    """A new temporary directory, removed when this test process exits (not before: a test
+    may read a stopped collector's log or reopen its store)."""
+    path = tempfile.mkdtemp(prefix=prefix)
+    atexit.register(shutil.rmtree, path, True)
+    return path
+
+
 class Collector:
     """A flamecol process started from a YAML text with {placeholders} for ports."""
 
     def __init__(self, yaml_text, extra_args=(), env=None):
-        self.dir = tempfile.mkdtemp(prefix="flamecol-it-")
+        self.dir = scratch_dir("flamecol-it-")
         self.ports = {"port": free_port(), "metrics": free_port()}
         self.debug_path = os.path.join(self.dir, "debug.txt")
         text = yaml_text.replace("{dir}", self.dir).replace("{debug}", self.debug_path)
@@ -389,7 +399,7 @@ def validate_processor(name, body):
 def validate_config(text, name="config.yaml"):
     """`flamecol validate` on text written to a new temporary file: (exit code, stdout + stderr,
     the file's path, which error messages name)."""
-    path = os.path.join(tempfile.mkdtemp(prefix="flamecol-validate-"), name)
+    path = os.path.join(scratch_dir("flamecol-validate-"), name)
     with open(path, "w") as f:
         f.write(text)
     r = subprocess.run([BIN, "validate", "--config", path], capture_output=True, text=True)

@@ -12,7 +12,6 @@ from http.client import HTTPConnection
 import json
 import os
 import re
-import tempfile
 import time
 import unittest
 import urllib.parse
@@ -20,7 +19,7 @@ import warnings
 
 import grpc
 
-from harness import BIN, Collector, free_port, http, validate_config
+from harness import scratch_dir, BIN, Collector, free_port, http, validate_config
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
@@ -37,7 +36,7 @@ BOB_PASSWORD = "bob-pw"  # basic user bob: team-b, read and write
 
 
 def htpasswd(users):
-    path = os.path.join(tempfile.mkdtemp(prefix="flamecol-auth-"), "users.htpasswd")
+    path = os.path.join(scratch_dir("flamecol-auth-"), "users.htpasswd")
     with open(path, "w") as f:
         for user, password in users.items():
             f.write("%s:%s\n" % (user, crypt.crypt(password, crypt.mksalt(crypt.METHOD_BLOWFISH,

@@ -44,14 +44,13 @@ import random
 import re
 import shutil
 import signal
-import tempfile
 import threading
 import time
 import unittest
 import urllib.parse
 
 from fake_peers import HttpPeer
-from harness import (Collector, corpus_files, flamegraph_flat, flamegraph_paths, free_port, http,
+from harness import (scratch_dir, Collector, corpus_files, flamegraph_flat, flamegraph_paths, free_port, http,
                      otlp_unused_rows, parse_top, pb_fields, pb_ld, pb_varint, pb_vi, read_corpus,
                      validate_processor)
 
@@ -312,7 +311,7 @@ def top_total(name, kind):
 
 class WindowTest(unittest.TestCase):
     def setUp(self):
-        self.tmp = tempfile.mkdtemp(prefix="flamecol-ds-")
+        self.tmp = scratch_dir("flamecol-ds-")
 
     def tearDown(self):
         shutil.rmtree(self.tmp, ignore_errors=True)
@@ -604,7 +603,7 @@ def push_v1(c, series):
 
 class WindowRefusedDownstreamTest(unittest.TestCase):
     def setUp(self):
-        self.tmp = tempfile.mkdtemp(prefix="flamecol-dsfwd-")
+        self.tmp = scratch_dir("flamecol-dsfwd-")
         self.addCleanup(shutil.rmtree, self.tmp, True)  # last: after the processes are gone
         self.bport = free_port()  # B's OTLP/HTTP port, closed until B starts
 

@@ -32,13 +32,12 @@ import json
 import os
 import re
 import signal
-import tempfile
 import threading
 import time
 import unittest
 import urllib.parse
 
-from harness import BIN, STORE_PIPELINE, Collector, http
+from harness import scratch_dir, BIN, STORE_PIPELINE, Collector, http
 
 CPU = "process_cpu:cpu:nanoseconds:cpu:nanoseconds"
 TICK = 10000000  # a folded "1" at the default 100 Hz is 10 ms of CPU
@@ -278,7 +277,7 @@ class DurabilityTest(unittest.TestCase):
         (the tracer makes its first write to data.mdb wait); once the server has read a
         push that no write has carried, so that it cannot be answered, SIGKILL. Returns
         (events, pushers, acked, directory)."""
-        top = tempfile.mkdtemp(prefix="flamecol-durability-")
+        top = scratch_dir("flamecol-durability-")
         c, trace = self.start(sync, top, delay_ms=5)
         pushers = Pushers(c)
         deadline = time.monotonic() + DEADLINE
@@ -338,7 +337,7 @@ class DurabilityTest(unittest.TestCase):
     def test_sigterm_honours_shutdown_timeout(self):
         """A slow disk (each fdatasync 300 ms) and sync: always, so the queue drains at a
         few requests a second; SIGTERM with shutdown_timeout 1s must not wait for it."""
-        top = tempfile.mkdtemp(prefix="flamecol-shutdown-")
+        top = scratch_dir("flamecol-shutdown-")
         c, trace = self.start("always", top, delay_ms=300, timeout="1s")
         pushers = Pushers(c)
         # Wait until the queue is long: every client's push read by the server.

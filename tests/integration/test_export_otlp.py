@@ -29,7 +29,6 @@ import json
 import os
 import shutil
 import subprocess
-import tempfile
 import time
 import unittest
 import urllib.parse
@@ -38,7 +37,7 @@ import grpc
 
 from fake_peers import (Answer, GrpcAnswer, GrpcPeer, HttpPeer, make_certs, partial_success_response,
                         read, rpc_status, server_ssl_context)
-from harness import (BIN, Collector, convert, corpus_files, free_port, http, multipart, parse_top, pb_fields,
+from harness import (scratch_dir, BIN, Collector, convert, corpus_files, free_port, http, multipart, parse_top, pb_fields,
                      pb_ld,
                      pb_packed, pb_put_varint, pb_varint, pb_varints, pb_vi, read_corpus)
 
@@ -827,7 +826,7 @@ NO_RETRY = "    retry_on_failure:\n      enabled: false\n"
 class TlsTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.dir = tempfile.mkdtemp(prefix="flamecol-tls-")
+        cls.dir = scratch_dir("flamecol-tls-")
         cls.c = make_certs(cls.dir)
 
     @classmethod
@@ -907,7 +906,7 @@ class TlsTest(unittest.TestCase):
 
 class ConfigTest(unittest.TestCase):
     def validate(self, exporters_yaml, names):
-        d = tempfile.mkdtemp(prefix="flamecol-cfg-")
+        d = scratch_dir("flamecol-cfg-")
         self.addCleanup(shutil.rmtree, d, True)
         path = os.path.join(d, "config.yaml")
         with open(path, "w") as f:

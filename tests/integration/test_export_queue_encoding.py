@@ -5,11 +5,10 @@ real flamecol with the store) then answers pprof -top's totals. (Its own file: t
 exporter mutations naming test_export_otlp need not wait for these restarts.)"""
 import json
 import shutil
-import tempfile
 import unittest
 import urllib.parse
 
-from harness import Collector, free_port, http, parse_top, read_corpus
+from harness import scratch_dir, Collector, free_port, http, parse_top, read_corpus
 from test_export_otlp import (B_CONFIG, flamebearer_flat, metric, push, sent_requests, start_a,
                               stop_checked, wait_for)
 
@@ -22,7 +21,7 @@ class QueuedRecordsKeepTheirEncodingTest(unittest.TestCase):
     def reconfigure(self, kind, first, second):
         b_grpc, b_http = free_port(), free_port()
         endpoint = ("127.0.0.1:%d" % b_grpc) if kind == "otlp" else ("http://127.0.0.1:%d" % b_http)
-        qdir = tempfile.mkdtemp(prefix="flamecol-it-queue-")
+        qdir = scratch_dir("flamecol-it-queue-")
         queue = "    sending_queue:\n      storage: %s\n" % qdir
         try:
             # `with`: a failed check still kills A (no process outlives the test).

@@ -27,14 +27,13 @@ import gzip
 import json
 import os
 import subprocess
-import tempfile
 import time
 import unittest
 import urllib.parse
 
 import grpc
 
-from harness import BIN, Collector, convert, corpus_files, entries, free_port, http, multipart, \
+from harness import scratch_dir, BIN, Collector, convert, corpus_files, entries, free_port, http, multipart, \
     pprof_header, \
     parse_top, pb_varint, read_corpus
 
@@ -238,7 +237,7 @@ class Proc(Collector):
     """A flamecol started from files on disk (the examples) rather than a YAML text."""
 
     def __init__(self, args, env, metrics_port, port=None):
-        self.dir = tempfile.mkdtemp(prefix="flamecol-it-")
+        self.dir = scratch_dir("flamecol-it-")
         self.ports = {"metrics": metrics_port}
         self.debug_path = os.path.join(self.dir, "debug.txt")
         self.stderr_path = os.path.join(self.dir, "stderr.txt")
@@ -375,7 +374,7 @@ class ForwardChainTest(unittest.TestCase):
             r = subprocess.run([BIN, "validate", "--config", os.path.join(EXAMPLES, f)],
                                              capture_output=True, text=True)
             self.assertEqual(r.returncode, 0, "%s: %s" % (f, r.stdout + r.stderr))
-        overlay_dir = tempfile.mkdtemp(prefix="flamecol-it-")
+        overlay_dir = scratch_dir("flamecol-it-")
         overlay = os.path.join(overlay_dir, "backend-ports.yaml")
         with open(overlay, "w") as f:
             f.write("receivers:\n  otlp:\n    protocols:\n      grpc: {endpoint: %s}\n"

@@ -26,12 +26,11 @@ import random
 import re
 import shutil
 import signal
-import tempfile
 import threading
 import time
 import unittest
 
-from harness import Collector, convert, free_port, http
+from harness import scratch_dir, Collector, convert, free_port, http
 
 CRASHES = int(os.environ.get("FLAMECOL_CRASHES", "20"))
 CONSUMERS = 4
@@ -177,7 +176,7 @@ class ForwardCrashTest(unittest.TestCase):
         rng = random.Random(int(os.environ.get("FLAMECOL_SEED", str(int(time.time())))))
         ports = {"bgrpc": free_port(), "bquery": free_port(), "ghttp": free_port(),
                  "gmetrics": free_port(),
-                 "qdir": tempfile.mkdtemp(prefix="flamecol-queue-")}
+                 "qdir": scratch_dir("flamecol-queue-")}
         self.addCleanup(shutil.rmtree, ports["qdir"], True)
         template = convert("go-1s-mutex", "otlp", "service_name=" + SERVICE,
                            "push_id=" + PLACEHOLDER)

@@ -25,13 +25,12 @@ import os
 import re
 import shutil
 import signal
-import tempfile
 import threading
 import time
 import unittest
 import urllib.parse
 
-from harness import Collector, free_port, http
+from harness import scratch_dir, Collector, free_port, http
 
 OUTAGE_S = float(os.environ.get("FLAMECOL_OUTAGE_SECONDS", "30"))
 RATE = 10  # pushes per second
@@ -165,7 +164,7 @@ class ForwardOutageTest(unittest.TestCase):
         conf = {"bgrpc": bgrpc, "bquery": free_port(), "consumers": 4, "queue": 1000,
                 "storage": ""}
         if storage:
-            qdir = tempfile.mkdtemp(prefix="flamecol-queue-")
+            qdir = scratch_dir("flamecol-queue-")
             self.addCleanup(shutil.rmtree, qdir, True)
             conf["storage"] = ", storage: %s" % qdir
         backend1 = Collector(BACKEND % conf)

@@ -12,11 +12,10 @@
 """
 import os
 import shutil
-import tempfile
 import time
 import unittest
 
-from harness import Collector, free_port
+from harness import scratch_dir, Collector, free_port
 from test_forward_outage import BACKEND, delivered, push
 
 SIDECAR = """
@@ -87,7 +86,7 @@ class ForwardShutdownTest(unittest.TestCase):
             self.assertRegex(log, r"shutdown deadline: dropped \d+ queued requests", log)
 
     def test_persistent_queue_keeps_what_is_left_for_the_next_start(self):
-        qdir = tempfile.mkdtemp(prefix="flamecol-queue-")
+        qdir = scratch_dir("flamecol-queue-")
         self.addCleanup(shutil.rmtree, qdir, True)
         conf = self.conf(storage=qdir, grace="1s")
         first = Collector(SIDECAR % conf)

@@ -23,14 +23,13 @@ import secrets
 import shutil
 import ssl
 import subprocess
-import tempfile
 import time
 import unittest
 import urllib.parse
 
 import grpc
 
-from harness import BIN, entries, free_port, multipart, pb_fields, read_corpus
+from harness import scratch_dir, BIN, entries, free_port, multipart, pb_fields, read_corpus
 from test_forward_chain import METHOD, Proc, expected, metric_sum, metrics, otlp_body, \
     wait_drained
 
@@ -101,7 +100,7 @@ def wait_for(fn, what, proc, timeout=60):
 class MtlsChainTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.tmp = tempfile.mkdtemp(prefix="flamecol-mtls-")
+        cls.tmp = scratch_dir("flamecol-mtls-")
         cls.pki = make_certs(os.path.join(cls.tmp, "certs"))
         other = make_certs(os.path.join(cls.tmp, "other-certs"))
         # A sidecar trusting the right CA (and serving with the right certificate) whose

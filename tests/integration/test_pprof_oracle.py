@@ -22,12 +22,11 @@ import json
 import os
 import re
 import shutil
-import tempfile
 import time
 import unittest
 import urllib.parse
 
-from harness import (CORPUS, Collector, STORE_PIPELINE, http, pb_fields, pb_ld, pb_varint, pb_vi, pprof_top,
+from harness import (scratch_dir, CORPUS, Collector, STORE_PIPELINE, http, pb_fields, pb_ld, pb_varint, pb_vi, pprof_top,
                      read_corpus, run_pprof)
 
 # Sets pprof can merge (same sample types and period type); each is one series in the store.
@@ -83,7 +82,7 @@ class PprofOracleTest(unittest.TestCase):
     def setUpClass(cls):
         cls.c = Collector(STORE_PIPELINE.replace("{sync}", "batch").replace("{retention}", "0"))
         cls.addClassCleanup(cls.c.__exit__, None, None, None)  # killed if setUpClass fails
-        cls.work = tempfile.mkdtemp(prefix="flamecol-oracle-")
+        cls.work = scratch_dir("flamecol-oracle-")
         cls.addClassCleanup(shutil.rmtree, cls.work, True)
         cls.c.wait_ready()
         for set_name, files in SETS.items():

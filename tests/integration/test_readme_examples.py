@@ -41,11 +41,10 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from harness import BIN, free_port  # noqa: E402
+from harness import scratch_dir, BIN, free_port  # noqa: E402
 
 README = "README.md"
 REPO_CORPUS = os.path.abspath(os.path.join("tests", "corpus"))
@@ -202,7 +201,7 @@ class Sandbox:
     """A fresh directory laid out like the repo root, with the README's ports mapped."""
 
     def __init__(self, scripts_text):
-        self.dir = tempfile.mkdtemp(prefix="flamecol-readme-")
+        self.dir = scratch_dir("flamecol-readme-")
         self.bin = os.path.abspath(BIN)
         default = subprocess.run([self.bin, "print-config", "--default"], check=True,
                                  capture_output=True, text=True).stdout
@@ -515,7 +514,7 @@ class ReadmeYamlBlocks(unittest.TestCase):
         return out
 
     def setUp(self):
-        self.tmp = tempfile.mkdtemp(prefix="flamecol-readme-yaml-")
+        self.tmp = scratch_dir("flamecol-readme-yaml-")
 
     def tearDown(self):
         shutil.rmtree(self.tmp, ignore_errors=True)

@@ -7,12 +7,11 @@ import os
 import random
 import signal
 import subprocess
-import tempfile
 import time
 import unittest
 import urllib.parse
 
-from harness import BIN, CORPUS, STORE_PIPELINE, Collector, pb_varint, pb_varints, corpus_files, http, multipart, parse_top, read_corpus
+from harness import scratch_dir, BIN, CORPUS, STORE_PIPELINE, Collector, pb_varint, pb_varints, corpus_files, http, multipart, parse_top, read_corpus
 
 # Expected values come from references independent of flamecol: the corpus's
 # `pprof -top` files (parse_top), hand-built inputs, and pprof_label_totals
@@ -681,7 +680,7 @@ class FineRetentionTest(unittest.TestCase):
 
 class CrashTest(unittest.TestCase):
     def test_acknowledged_pushes_survive_sigkill(self):
-        base = tempfile.mkdtemp(prefix="flamecol-crash-")
+        base = scratch_dir("flamecol-crash-")
         acked = []
         sent = 0
         # Folded .cpu pushes at the default 100 Hz: each "1" is stored as 10 ms of CPU.

@@ -6,12 +6,11 @@ directory. No timing assertions: every wait polls with a generous deadline."""
 import json
 import os
 import struct
-import tempfile
 import time
 import unittest
 import urllib.parse
 
-from harness import BIN, STORE_PIPELINE, Collector, http
+from harness import scratch_dir, BIN, STORE_PIPELINE, Collector, http
 
 CPU = "process_cpu:cpu:nanoseconds:cpu:nanoseconds"
 # One push: 200 folded stacks of 1..5 samples each (200 * 3 samples), at
@@ -337,7 +336,7 @@ class DiskFullTest(unittest.TestCase):
     def test_enospc_is_retryable_and_heals(self):
         shim = self.shim()
         config = STORE_PIPELINE.replace("{sync}", "batch").replace("{retention}", "0")
-        top = tempfile.mkdtemp(prefix="flamecol-enospc-")
+        top = scratch_dir("flamecol-enospc-")
         control = os.path.join(top, "enospc-on")  # the fault is on while it exists
         env = {"LD_PRELOAD": shim, "FC_ENOSPC_DIR": os.path.join(top, "data"),
                "FC_ENOSPC_CONTROL": control,

@@ -19,11 +19,10 @@ import json
 import os
 import shutil
 import subprocess
-import tempfile
 import unittest
 import urllib.parse
 
-from harness import BIN, Collector, STORE_PIPELINE, http, pb_fields, pb_ld, pb_packed, pb_varints, pb_vi, \
+from harness import scratch_dir, BIN, Collector, STORE_PIPELINE, http, pb_fields, pb_ld, pb_packed, pb_varints, pb_vi, \
     run_pprof
 
 FROM = 1700000000
@@ -179,7 +178,7 @@ class StoreLinesTest(unittest.TestCase):
     def setUpClass(cls):
         cls.c = Collector(STORE_PIPELINE.replace("{sync}", "batch").replace("{retention}", "0"))
         cls.addClassCleanup(cls.c.__exit__, None, None, None)
-        cls.work = tempfile.mkdtemp(prefix="flamecol-lines-")
+        cls.work = scratch_dir("flamecol-lines-")
         cls.addClassCleanup(shutil.rmtree, cls.work, True)
         cls.c.wait_ready()
         cls.app = app_profile()

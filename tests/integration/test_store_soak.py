@@ -23,13 +23,12 @@ import os
 import random
 import re
 import signal
-import tempfile
 import threading
 import time
 import unittest
 import urllib.parse
 
-from harness import BIN, Collector, http
+from harness import scratch_dir, BIN, Collector, http
 
 CPU = "process_cpu:cpu:nanoseconds:cpu:nanoseconds"
 TICK = 10000000  # a folded "1" at the default 100 Hz is 10 ms of CPU
@@ -119,7 +118,7 @@ class StoreKillSoakTest(unittest.TestCase):
         seed = int(os.environ.get("FC_SOAK_SEED", str(time.time_ns() % 1000000)))
         print("soak: %d trials, seed %d" % (TRIALS, seed), flush=True)
         rnd = random.Random(seed)
-        top = tempfile.mkdtemp(prefix="flamecol-soak-")
+        top = scratch_dir("flamecol-soak-")
         config = CONFIG % os.path.join(top, "data")
         acked, sent = set(), set()
         next_id = [1]

@@ -10,14 +10,13 @@ import shutil
 import socket
 import ssl
 import subprocess
-import tempfile
 import time
 import unittest
 import urllib.parse
 
 import grpc
 
-from harness import (BIN, Collector, free_port, pb_ld, pb_packed, pb_vi, validate_config)
+from harness import (scratch_dir, BIN, Collector, free_port, pb_ld, pb_packed, pb_vi, validate_config)
 
 METHOD = "/opentelemetry.proto.collector.profiles.v1development.ProfilesService/Export"
 REFUSED = "refused"
@@ -53,7 +52,7 @@ def make_pki(d):
     return lambda name: os.path.join(d, name)
 
 
-PKI_DIR = tempfile.mkdtemp(prefix="flamecol-tls-")
+PKI_DIR = scratch_dir("flamecol-tls-")
 PKI = make_pki(PKI_DIR)
 
 
@@ -176,7 +175,7 @@ def hand_pprof(stacks):
 
 
 def otlp_request(stacks, service):
-    path = os.path.join(tempfile.mkdtemp(prefix="flamecol-tls-pb-"), "p.pb")
+    path = os.path.join(scratch_dir("flamecol-tls-pb-"), "p.pb")
     with open(path, "wb") as f:
         f.write(hand_pprof(stacks))
     return subprocess.run([BIN, "convert", "--to", "otlp", "--label", "service_name=" + service,
@@ -430,7 +429,7 @@ class MutualTlsTest(unittest.TestCase):
 
 class ReloadTest(unittest.TestCase):
     def test_new_connections_get_the_new_certificate(self):
-        d = tempfile.mkdtemp(prefix="flamecol-tls-reload-")
+        d = scratch_dir("flamecol-tls-reload-")
         for f in ("crt", "key"):
             shutil.copy(PKI("server." + f), os.path.join(d, "live." + f))
         live = {"cert": os.path.join(d, "live"), "reload": "500ms"}

@@ -13,11 +13,10 @@ message; a collector without source_roots serves nothing.
 import json
 import os
 import shutil
-import tempfile
 import unittest
 import urllib.parse
 
-from harness import Collector, STORE_PIPELINE, http
+from harness import scratch_dir, Collector, STORE_PIPELINE, http
 from test_store_lines import FROM, Profile
 
 WORK_GO = "".join("// work.go line %d\n" % i for i in range(1, 13))
@@ -48,7 +47,7 @@ def config(roots):
 class SourceTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.tree = tempfile.mkdtemp(prefix="flamecol-src-")
+        cls.tree = scratch_dir("flamecol-src-")
         cls.addClassCleanup(shutil.rmtree, cls.tree, True)
         src = os.path.join(cls.tree, "src")
         os.makedirs(os.path.join(src, "app", "sub"))
