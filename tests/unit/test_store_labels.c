@@ -417,25 +417,12 @@ static void test_format_10_label_starting_with_0x01_still_read(void **state)
 {
     struct fc_store *s2 = open_sub("mark10");
     struct fc_batch *b = load_pod(0, BASE, "m10");
-    struct fc_profile *p = &b->profiles[0];
-    struct fc_attr a = {0};
-    uint32_t id, idx[64];
     struct fc_error err = {0};
     char sub[128], **before = NULL, **after = NULL;
     size_t n, n_after;
 
     (void)state;
-    assert_int_equal(fc_dict_cstring(b, "\x01k", &a.key), FC_OK);
-    assert_int_equal(fc_dict_cstring(b, "v", &a.v.str), FC_OK);
-    a.kind = FC_ATTR_STR;
-    assert_int_equal(fc_dict_attr(b, &a, &id), FC_OK);
-    for (uint32_t i = 0; i < p->n_samples; i++) {
-        struct fc_sample *smp = &p->samples[i];
-        assert_true(smp->attrs.n < 63);
-        memcpy(idx, fc_span_idx(b, smp->attrs), smp->attrs.n * sizeof(uint32_t));
-        idx[smp->attrs.n] = id;
-        assert_int_equal(fc_dict_span(b, idx, smp->attrs.n + 1, &smp->attrs), FC_OK);
-    }
+    label_every_sample(b, "\x01k", "v");
     assert_int_equal(fc_store_write(s2, &b, 1, &err), FC_OK);
     fc_batch_unref(b);
     n = listed(s2, "m10", "{pod=\"p0\"}", &before);
